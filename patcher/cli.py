@@ -1,0 +1,86 @@
+"""The `rlpatch` command line.
+
+Subcommands are loaded lazily from `COMMANDS` so that `rlpatch --help` and `rlpatch lint` never
+import the patch engine (and with it libcst): the pre-commit hook must start fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from typing import Any
+
+import click
+
+from rlpatch import __version__
+from rlpatch.errors import EXIT_USAGE, RlpatchError
+
+# command name -> (module, attribute, one-line help shown by `rlpatch --help`)
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "apply": ("rlpatch.patch_cli", "apply_cmd", "Apply the selected patch rules to the target trees."),
+    "verify": ("rlpatch.patch_cli", "verify_cmd", "Check structurally that the patches are in place."),
+    "status": ("rlpatch.patch_cli", "status_cmd", "Like verify, but always exit 0."),
+    "revert": ("rlpatch.patch_cli", "revert_cmd", "Restore every patched file byte for byte."),
+    "diff": ("rlpatch.patch_cli", "diff_cmd", "Print the unified diff apply would write; write nothing."),
+    "rules": ("rlpatch.patch_cli", "rules_cmd", "List the rules: id, target files, versions, summary."),
+}
+
+
+class LazyGroup(click.Group):
+    """A click group whose subcommands are imported only when they are invoked."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        spec = COMMANDS.get(cmd_name)
+        if spec is None:
+            return None
+        module_name, attr, _ = spec
+        return getattr(importlib.import_module(module_name), attr)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # Uses the static help strings so that `--help` imports no subcommand module.
+        rows = [(name, COMMANDS[name][2]) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="rlpatch")
+def cli() -> None:
+    """Patch verl / SGLang / vLLM-Ascend trees for msprobe dumps, and lint verl launch scripts."""
+
+
+def main(argv: list[str] | None = None) -> Any:
+    """Entry point: every error becomes one line on stderr and an exit code, never a traceback."""
+    try:
+        result = cli.main(args=argv, prog_name="rlpatch", standalone_mode=False)
+    except RlpatchError as err:
+        click.echo(f"rlpatch: error: {err.message}", err=True)
+        sys.exit(err.exit_code)
+    except click.exceptions.Exit as exit_:
+        sys.exit(exit_.exit_code)
+    except click.ClickException as err:
+        err.show()
+        sys.exit(EXIT_USAGE if err.exit_code == 2 else err.exit_code)
+    except click.exceptions.Abort:
+        click.echo("rlpatch: aborted", err=True)
+        sys.exit(130)
+    except KeyboardInterrupt:
+        click.echo("rlpatch: interrupted", err=True)
+        sys.exit(130)
+    except BrokenPipeError:
+        sys.exit(0)
+    except Exception as err:  # noqa: BLE001 - the last line of defence against a traceback
+        if os.environ.get("RLPATCH_DEBUG"):
+            raise
+        click.echo(f"rlpatch: internal error: {type(err).__name__}: {err} (set RLPATCH_DEBUG=1 for a traceback)", err=True)
+        sys.exit(EXIT_USAGE)
+    # Commands return their exit code (click returns it too when a command calls ctx.exit).
+    sys.exit(result if isinstance(result, int) else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,226 @@
+"""What a patch rule is, as the patch engine sees it.
+
+A patch rule never writes anything. Given one parsed file of one upstream tree it returns *edits*:
+statements to insert before or after an anchor statement that it located structurally. The engine
+turns edits into new file contents (apply), into a state (verify) or removes them (revert), for
+every rule alike, so that all-or-nothing, idempotence, byte-exact revert and drift detection are
+written once.
+
+Edits are pure insertions of whole statements. That keeps every byte the patch does not own
+untouched (LibCST regenerates unchanged nodes byte for byte) and makes every patch strippable.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal, Sequence, Union
+
+import libcst as cst
+from libcst import matchers as m
+
+from rlpatch.versions import Version
+
+Package = Literal["verl", "sglang", "vllm_ascend"]
+Block = Union[cst.Module, cst.IndentedBlock]
+
+
+@dataclass(frozen=True)
+class Target:
+    """One upstream tree: the directory that contains the package folder."""
+
+    package: Package
+    root: str
+    version: Version | None
+    origin: str = "given"  # "given" (a --*-root option) or "imported by PY"
+
+    @property
+    def version_text(self) -> str:
+        return str(self.version) if self.version else "unknown version"
+
+
+@dataclass(frozen=True)
+class Gate:
+    """Whether a rule may run on a tree of this version, decided before any file is read."""
+
+    status: Literal["ok", "warn", "force", "not-applicable"]
+    message: str = ""
+
+    @classmethod
+    def ok(cls) -> "Gate":
+        return cls("ok")
+
+
+class AnchorError(Exception):
+    """An anchor matched zero nodes, or more than the rule expects."""
+
+    def __init__(self, where: str, expected: str, found: str) -> None:
+        super().__init__(f"{where}: expected {expected}, found {found}")
+        self.where = where
+        self.expected = expected
+        self.found = found
+
+
+@dataclass(frozen=True)
+class Insertion:
+    """Insert `statements` into `block` right before or right after its statement `anchor`.
+
+    `block` is the Module or IndentedBlock whose `.body` holds `anchor` (by identity). `label`
+    names the site in messages ("FSDPEngine.forward_backward_batch: before the micro-batch loop").
+    """
+
+    block: Block
+    anchor: cst.BaseStatement
+    where: Literal["before", "after"]
+    statements: tuple[cst.BaseStatement, ...]
+    label: str
+
+
+@dataclass(frozen=True)
+class NewFile:
+    """A file the rule creates (revert deletes it). `text` is written as UTF-8 with LF newlines."""
+
+    path: str
+    text: str
+
+
+class PatchRule:
+    """Base class of every patch rule. Subclasses set the class attributes and `insertions`.
+
+    The docstring of a subclass is its documentation: the first line is the summary shown by
+    `rlpatch rules`, the rest says why the patch exists.
+    """
+
+    id: ClassVar[str]
+    package: ClassVar[Package]
+    # Target files relative to the root, in the order they are patched. A rule whose files are all
+    # missing from a tree is not applicable to it.
+    files: ClassVar[tuple[str, ...]]
+    modes: ClassVar[frozenset[str]] = frozenset({"consistency"})
+    backend: ClassVar[str | None] = None  # "fsdp" / "megatron" for the engine rules, else None
+    versions: ClassVar[str] = ""  # human-readable range shown by `rlpatch rules`
+    # Names that only the patch's own code uses: found in a file where no edit is in place, they
+    # mean the patch code was moved or edited (drifted), not absent.
+    markers: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def summary(cls) -> str:
+        return (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""
+
+    def gate(self, target: Target) -> Gate:
+        """Version gate, decided from the detected version before any file is parsed."""
+        return Gate.ok()
+
+    def insertions(self, path: str, module: cst.Module) -> list[Insertion]:
+        """The edits for `path` (one of `files`), located in `module`; raise AnchorError on drift."""
+        raise NotImplementedError
+
+    def new_files(self, target: Target) -> list[NewFile]:
+        """Files this rule creates in the tree."""
+        return []
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers for writing rules: locating anchors and building statements from templates.
+# ---------------------------------------------------------------------------------------------
+
+
+def parse_statements(template: str, **substitutions: str) -> tuple[cst.BaseStatement, ...]:
+    """Parse a dedented code template into statements (inserted code is written as plain text)."""
+    code = textwrap.dedent(template).strip("\n") + "\n"
+    for key, value in substitutions.items():
+        code = code.replace("{{" + key + "}}", value)
+    return tuple(cst.parse_module(code).body)
+
+
+def blank_line_before(statements: Sequence[cst.BaseStatement]) -> tuple[cst.BaseStatement, ...]:
+    """Give the first statement one empty line before it (used between methods of a class)."""
+    if not statements:
+        return tuple(statements)
+    first = statements[0]
+    first = first.with_changes(leading_lines=[cst.EmptyLine()])
+    return (first, *statements[1:])
+
+
+def find_class(module: cst.Module, name: str, path: str) -> cst.ClassDef:
+    """The single top-level class `name` of the module."""
+    found = [stmt for stmt in module.body if isinstance(stmt, cst.ClassDef) and stmt.name.value == name]
+    if len(found) != 1:
+        raise AnchorError(f"{path}", f"exactly one top-level class {name}", f"{len(found)}")
+    return found[0]
+
+
+def find_method(cls: cst.ClassDef, name: str, path: str) -> cst.FunctionDef:
+    """The single method `name` defined directly in the class body."""
+    body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
+    found = [stmt for stmt in body if isinstance(stmt, cst.FunctionDef) and stmt.name.value == name]
+    if len(found) != 1:
+        raise AnchorError(
+            f"{path}: class {cls.name.value}", f"exactly one method {name}", f"{len(found)} methods named {name}"
+        )
+    return found[0]
+
+
+def find_function(module: cst.Module, name: str, path: str) -> cst.FunctionDef:
+    """The single top-level function `name` of the module."""
+    found = [stmt for stmt in module.body if isinstance(stmt, cst.FunctionDef) and stmt.name.value == name]
+    if len(found) != 1:
+        raise AnchorError(f"{path}", f"exactly one top-level function {name}", f"{len(found)}")
+    return found[0]
+
+
+@dataclass
+class _StatementFinder(cst.CSTVisitor):
+    """Collects (block, statement) pairs for statements that match a matcher, at any depth."""
+
+    matcher: m.BaseMatcherNode
+    descend_into_functions: bool = False
+    found: list[tuple[Block, cst.BaseStatement]] = field(default_factory=list)
+    _blocks: list[Block] = field(default_factory=list)
+    _depth: int = 0
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        self._blocks.append(node)
+
+    def leave_IndentedBlock(self, original_node: cst.IndentedBlock) -> None:
+        self._blocks.pop()
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        self._depth += 1
+        # The searched function itself is depth 1; nested defs are skipped unless asked for.
+        return self._depth == 1 or self.descend_into_functions
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self._depth -= 1
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)) and self._blocks:
+            if m.matches(node, self.matcher):
+                self.found.append((self._blocks[-1], node))
+        return super().on_visit(node)
+
+
+def find_statements(
+    scope: cst.CSTNode, matcher: m.BaseMatcherNode, *, descend_into_functions: bool = False
+) -> list[tuple[Block, cst.BaseStatement]]:
+    """Every statement inside `scope` (a function or class) matching `matcher`, with its block."""
+    finder = _StatementFinder(matcher, descend_into_functions)
+    scope.visit(finder)
+    return finder.found
+
+
+def exactly_one(
+    found: list[tuple[Block, cst.BaseStatement]], where: str, expected: str
+) -> tuple[Block, cst.BaseStatement]:
+    """The single match, or an AnchorError that says how many there were."""
+    if len(found) != 1:
+        raise AnchorError(where, f"exactly one {expected}", f"{len(found)}")
+    return found[0]
+
+
+def body_of(node: cst.FunctionDef | cst.ClassDef | cst.BaseCompoundStatement) -> cst.IndentedBlock:
+    """The indented body of a def, class or compound statement."""
+    body = node.body
+    if not isinstance(body, cst.IndentedBlock):
+        raise AnchorError(getattr(getattr(node, "name", None), "value", "statement"), "an indented body", "one line")
+    return body

@@ -1,0 +1,82 @@
+"""Upstream version numbers: parsed and compared without importing `packaging`.
+
+Handles the shapes the supported projects release: `0.9.1`, `0.5.10.post1`, `0.20.2rc1`,
+`0.4.3.post4`, `26.2.0`, `0.10.0.dev0+g1234`. Pre-releases sort before their release, post-releases
+after it, as PEP 440 says.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import total_ordering
+
+_VERSION_RE = re.compile(
+    r"^\s*v?(?P<release>\d+(?:\.\d+)*)"
+    r"(?:[-_.]?(?P<pre_l>a|b|rc|alpha|beta|c)[-_.]?(?P<pre_n>\d*))?"
+    r"(?:[-_.]?post[-_.]?(?P<post>\d*))?"
+    r"(?:[-_.]?dev[-_.]?(?P<dev>\d*))?"
+    r"(?:\+(?P<local>[a-z0-9.]+))?\s*$",
+    re.IGNORECASE,
+)
+_PRE_ORDER = {"a": 0, "alpha": 0, "b": 1, "beta": 1, "c": 2, "rc": 2}
+
+
+@total_ordering
+@dataclass(frozen=True)
+class Version:
+    text: str
+    release: tuple[int, ...]
+    pre: tuple[int, int] | None = None
+    post: int | None = None
+    dev: int | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> "Version":
+        match = _VERSION_RE.match(text)
+        if not match:
+            raise ValueError(f"not a version number: {text!r}")
+        release = tuple(int(part) for part in match["release"].split("."))
+        pre = (_PRE_ORDER[match["pre_l"].lower()], int(match["pre_n"] or 0)) if match["pre_l"] else None
+        post = int(match["post"] or 0) if match["post"] is not None else None
+        dev = int(match["dev"] or 0) if match["dev"] is not None else None
+        return cls(text.strip(), release, pre, post, dev)
+
+    @classmethod
+    def maybe(cls, text: str | None) -> "Version | None":
+        try:
+            return cls.parse(text) if text else None
+        except ValueError:
+            return None
+
+    def _key(self) -> tuple:
+        release = self.release + (0,) * (4 - len(self.release))
+        # dev-only releases sort before pre-releases of the same version (PEP 440).
+        pre = self.pre if self.pre is not None else ((-1, 0) if self.dev is not None and self.post is None else (9, 0))
+        post = self.post if self.post is not None else -1
+        dev = self.dev if self.dev is not None else 1 << 30
+        return (release, pre, post, dev)
+
+    def __lt__(self, other: object) -> bool:
+        if isinstance(other, str):
+            other = Version.parse(other)
+        if not isinstance(other, Version):
+            return NotImplemented
+        return self._key() < other._key()
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, str):
+            other = Version.maybe(other)
+        if not isinstance(other, Version):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __str__(self) -> str:
+        return self.text
+
+    @property
+    def minor(self) -> tuple[int, int]:
+        return (self.release + (0, 0))[:2]
