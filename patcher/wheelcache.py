@@ -1,0 +1,93 @@
+"""Released upstream wheels, downloaded once into a cache outside any repository and unpacked.
+
+`make demo`, the upstream tests and `rlpatch lint --verl-version X` use real released trees without
+committing a line of upstream code. The cache lives in `$RLPATCH_CACHE`, else
+`$XDG_CACHE_HOME/rlpatch`, else `~/.cache/rlpatch`. Downloads go through `pip download --no-deps`
+of the running interpreter, so they use whatever package index pip is configured for.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from rlpatch.errors import InputError
+
+
+def cache_dir() -> Path:
+    """The root of rlpatch's download cache (created on first use)."""
+    explicit = os.environ.get("RLPATCH_CACHE")
+    if explicit:
+        return Path(explicit).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "rlpatch"
+
+
+@contextmanager
+def _cache_lock() -> Iterator[None]:
+    # Parallel test workers and concurrent demos must not unpack the same wheel twice at once.
+    root = cache_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".lock", "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def wheel_path(project: str, version: str, platform: str | None = None, python_version: str | None = None) -> Path:
+    """The downloaded wheel file of `project==version`, downloading it on first use."""
+    folder = cache_dir() / "wheels" / project / version / (platform or "any")
+    with _cache_lock():
+        found = sorted(folder.glob("*.whl"))
+        if found:
+            return found[0]
+        folder.mkdir(parents=True, exist_ok=True)
+        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-build-isolation", "-q", "-d", str(folder)]
+        if platform:
+            command += ["--platform", platform, "--only-binary=:all:"]
+            if python_version:
+                command += ["--python-version", python_version]
+        command.append(f"{project}=={version}")
+        result = subprocess.run(command, capture_output=True, text=True)
+        found = sorted(folder.glob("*.whl"))
+        if result.returncode != 0 or not found:
+            detail = (result.stderr.strip().splitlines() or ["no wheel downloaded"])[-1]
+            raise InputError(f"cannot download {project}=={version}: {detail}")
+        return found[0]
+
+
+def unpacked_tree(
+    project: str, version: str, platform: str | None = None, python_version: str | None = None
+) -> Path:
+    """A pristine, read-only-by-convention unpacked copy of the wheel: the root that holds the package."""
+    wheel = wheel_path(project, version, platform, python_version)
+    target = wheel.parent / "tree"
+    with _cache_lock():
+        if (target / ".complete").exists():
+            return target
+        if target.exists():
+            shutil.rmtree(target)
+        staging = Path(tempfile.mkdtemp(dir=wheel.parent, prefix=".unpack-"))
+        with zipfile.ZipFile(wheel) as archive:
+            archive.extractall(staging)
+        (staging / ".complete").write_text(wheel.name + "\n")
+        os.replace(staging, target)
+        return target
+
+
+def fresh_copy(project: str, version: str, destination: str | os.PathLike[str], **kwargs: str) -> Path:
+    """A writable copy of the unpacked wheel at `destination` (the pristine cache stays untouched)."""
+    source = unpacked_tree(project, version, **kwargs)
+    destination = Path(destination)
+    shutil.copytree(source, destination, ignore=shutil.ignore_patterns(".complete"), symlinks=True)
+    return destination
