@@ -14,6 +14,7 @@ from types import ModuleType
 PATCH_RULE_MODULES: tuple[str, ...] = (
     "verl_engine_fsdp",
     "verl_engine_megatron",
+    "sglang_model_runner",
 )
 
 LINT_RULE_MODULES: tuple[str, ...] = ()
