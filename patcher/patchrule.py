@@ -12,6 +12,7 @@ untouched (LibCST regenerates unchanged nodes byte for byte) and makes every pat
 
 from __future__ import annotations
 
+import os
 import textwrap
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal, Sequence, Union
@@ -224,3 +225,17 @@ def body_of(node: cst.FunctionDef | cst.ClassDef | cst.BaseCompoundStatement) ->
     if not isinstance(body, cst.IndentedBlock):
         raise AnchorError(getattr(getattr(node, "name", None), "value", "statement"), "an indented body", "one line")
     return body
+
+
+def self_attribute(name: str) -> m.Attribute:
+    """Matcher for `self.<name>` (the usual anchor inside a method)."""
+    return m.Attribute(value=m.Name("self"), attr=m.Name(name))
+
+
+def read_tree_file(root: str, relative: str) -> str:
+    """A file of the tree as text ("" when missing or unreadable), for gates that look before parsing."""
+    try:
+        with open(os.path.join(root, relative), encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+    except OSError:
+        return ""

@@ -15,6 +15,7 @@ PATCH_RULE_MODULES: tuple[str, ...] = (
     "verl_engine_fsdp",
     "verl_engine_megatron",
     "sglang_model_runner",
+    "vllm_ascend_dispatch_logger",
 )
 
 LINT_RULE_MODULES: tuple[str, ...] = ()

@@ -23,8 +23,6 @@ From 0.5.11 on the rule is not applicable: pass the native server argument inste
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import libcst as cst
 from libcst import matchers as m
 
@@ -42,6 +40,8 @@ from rlpatch.patchrule import (
     find_method,
     find_statements,
     parse_statements,
+    read_tree_file,
+    self_attribute,
 )
 from rlpatch.versions import Version
 
@@ -181,25 +181,15 @@ if self.msprobe_debugger is not None:
 # ---------------------------------------------------------------------------------------------
 
 
-def _self_attribute(name: str) -> m.Attribute:
-    return m.Attribute(value=m.Name("self"), attr=m.Name(name))
-
 
 _DRAFT_FLAG = m.SimpleStatementLine(
-    body=[m.Assign(targets=[m.AssignTarget(target=_self_attribute("is_draft_worker"))])]
+    body=[m.Assign(targets=[m.AssignTarget(target=self_attribute("is_draft_worker"))])]
 )
-_SERVER_ARGS = m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(target=_self_attribute("server_args"))])])
-_PASS_COUNTER = m.SimpleStatementLine(body=[m.AugAssign(target=_self_attribute("forward_pass_id"), operator=m.AddAssign())])
+_SERVER_ARGS = m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(target=self_attribute("server_args"))])])
+_PASS_COUNTER = m.SimpleStatementLine(body=[m.AugAssign(target=self_attribute("forward_pass_id"), operator=m.AddAssign())])
 _ANY_RETURN = m.SimpleStatementLine(body=[m.AtLeastN(m.Return(), n=1)])
 _RETURN_OUTPUT = m.SimpleStatementLine(body=[m.Return(value=m.Name("output"))])
 _DOCSTRING = m.SimpleStatementLine(body=[m.Expr(value=m.SimpleString() | m.ConcatenatedString())])
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return ""
 
 
 def native_support(root: str) -> bool:
@@ -209,9 +199,9 @@ def native_support(root: str) -> bool:
     arguments into groups, but `ModelRunner.init_msprobe` stays. Our own `init_msprobe` is told
     apart by the environment variable it reads.
     """
-    if "msprobe_dump_config" in _read(Path(root) / SERVER_ARGS):
+    if "msprobe_dump_config" in read_tree_file(root, SERVER_ARGS):
         return True
-    runner = _read(Path(root) / MODEL_RUNNER)
+    runner = read_tree_file(root, MODEL_RUNNER)
     return "def init_msprobe(" in runner and "MSPROBE_SGLANG_CONFIG" not in runner
 
 
