@@ -347,7 +347,15 @@ def revert_writes(session: Session, reports: Sequence[RuleReport]) -> tuple[dict
             after, mode = original, record.mode
         else:
             sites = [site for _, plan in entries for site in plan.applied_sites]
-            after, mode = edits.strip(source.module(), sites).code.encode("utf-8"), source.mode
+            stripped = edits.strip(source.module(), sites).code
+            leftovers = sorted({name for report, _ in entries for name in report.rule.markers if name in stripped})
+            if leftovers:
+                # Removing only the intact statements would leave patch code that no longer runs.
+                raise RefusedError(
+                    f"{source.path}: patch code ({', '.join(leftovers)}) remains outside its intact statements; "
+                    f"restore the patch code or revert that file by hand (its original is in {transaction.STATE_DIR}/originals/)"
+                )
+            after, mode = stripped.encode("utf-8"), source.mode
             if original is not None and after != original and not remaining:
                 notes.append(f"{source.path}: kept your edits made after apply; removed only the patch code")
         writes.setdefault(root, []).append(Write(relative, after, mode))

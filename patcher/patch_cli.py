@@ -175,10 +175,19 @@ def _check_git(targets: Sequence[Target], changed: dict[str, list[Path]], allow_
 @format_option
 def apply_cmd(**options: Any) -> int:
     """Apply the selected patch rules, all or nothing."""
-    from rlpatch import engine
-
     rules, targets = _setup(options)
     roots = [target.root for target in targets]
+    try:
+        return _apply(options, rules, targets, roots)
+    finally:
+        # A refusal or a no-op leaves no trace: the lock folder goes when nothing is applied.
+        for root in roots:
+            transaction.remove_state_if_empty(root)
+
+
+def _apply(options: dict[str, Any], rules: Sequence[PatchRule], targets: Sequence[Target], roots: list[str]) -> int:
+    from rlpatch import engine
+
     with transaction.locked_all(roots, create=not options["dry_run"]):
         if not options["dry_run"]:
             _recover(targets)

@@ -135,7 +135,7 @@ class VerlEngineFsdp(PatchRule):
     modes = frozenset({"consistency"})
     backend = "fsdp"
     versions = "0.7.0+ (0.7.x needs trainer.use_legacy_worker_impl=disable; 0.6.x with --force)"
-    markers = common.MARKERS
+    markers = common.MARKERS + ("_dump_this_pass",)
 
     def gate(self, target: Target) -> Gate:
         return common.engine_gate(target)
