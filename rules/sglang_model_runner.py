@@ -67,15 +67,17 @@ class ModelRunner:
         self.server_args = server_args
         self.is_draft_worker = is_draft_worker
 """
-GOOD_CASES: dict[str, str] = {
-    "one final return (0.4.6 .. 0.5.10)": _INIT
+VALID: list[str] = [
+    # one final return (0.4.6 .. 0.5.10)
+    _INIT
     + """
     def forward(self, forward_batch):
         self.forward_pass_id += 1
         output = self._forward_raw(forward_batch)
         return output
 """,
-    "dispatcher with four returns (0.4.3)": _INIT
+    # dispatcher with four returns (0.4.3)
+    _INIT
     + """
     def forward(self, forward_batch):
         if forward_batch.graph:
@@ -89,9 +91,10 @@ GOOD_CASES: dict[str, str] = {
         else:
             raise ValueError(forward_batch.forward_mode)
 """,
-}
-BAD_CASES: dict[str, str] = {
-    "early return after forward_pass_id": _INIT
+]
+INVALID: list[str] = [
+    # early return after forward_pass_id
+    _INIT
     + """
     def forward(self, forward_batch):
         self.forward_pass_id += 1
@@ -100,13 +103,15 @@ BAD_CASES: dict[str, str] = {
         output = self._forward_raw(forward_batch)
         return output
 """,
-    "final statement is not `return output`": _INIT
+    # final statement is not `return output`
+    _INIT
     + """
     def forward(self, forward_batch):
         self.forward_pass_id += 1
         return self._forward_raw(forward_batch)
 """,
-    "no draft-worker flag in __init__": """\
+    # no draft-worker flag in __init__
+    """\
 class ModelRunner:
     def __init__(self, server_args):
         self.server_args = server_args
@@ -116,7 +121,7 @@ class ModelRunner:
         output = self._forward_raw(forward_batch)
         return output
 """,
-}
+]
 
 # ---------------------------------------------------------------------------------------------
 # The inserted code.
@@ -277,5 +282,3 @@ def _forward_edits(path: str, forward: cst.FunctionDef) -> list[Edit]:
         Insertion(body, final, "before", parse_statements(_STOP), f"{where}: stop before the final return"),
     ]
 
-
-RULE = SglangModelRunner

@@ -67,8 +67,9 @@ class NPUModelRunner:
             from msprobe.pytorch import PrecisionDebugger
             self.debugger = PrecisionDebugger(dump_cfg)
 """
-GOOD_CASES: dict[str, str] = {
-    "inline stops (0.12 .. 0.19)": _INIT
+VALID: list[str] = [
+    # inline stops (0.12 .. 0.19)
+    _INIT
     + """
     def execute_model(self, scheduler_output):
         if self.debugger is not None:
@@ -88,7 +89,8 @@ GOOD_CASES: dict[str, str] = {
             self.debugger.step()
         return hidden
 """,
-    "_finalize_dump_data (0.20.2rc1+)": _INIT
+    # _finalize_dump_data (0.20.2rc1+)
+    _INIT
     + """
     def execute_model(self, scheduler_output):
         self._start_dump_data()
@@ -110,16 +112,18 @@ GOOD_CASES: dict[str, str] = {
             self.debugger.stop()
             self.debugger.step(**kwargs)
 """,
-}
-BAD_CASES: dict[str, str] = {
-    "scheduler_output not bound at a stop site": _INIT
+]
+INVALID: list[str] = [
+    # scheduler_output not bound at a stop site
+    _INIT
     + """
     def sample_tokens(self, grammar_output):
         if self.debugger is not None:
             self.debugger.stop()
             self.debugger.step()
 """,
-    "no PrecisionDebugger created in __init__": """\
+    # no PrecisionDebugger created in __init__
+    """\
 class NPUModelRunner:
     def __init__(self):
         self.debugger = None
@@ -128,12 +132,13 @@ class NPUModelRunner:
         if self.debugger is not None:
             self.debugger.stop()
 """,
-    "no stop site": _INIT
+    # no stop site
+    _INIT
     + """
     def execute_model(self, scheduler_output):
         return scheduler_output
 """,
-}
+]
 
 # ---------------------------------------------------------------------------------------------
 # The inserted code, and the file the rule creates.
@@ -404,5 +409,3 @@ class VllmAscendDispatchLogger(PatchRule):
         )
         return edits
 
-
-RULE = VllmAscendDispatchLogger

@@ -11,7 +11,7 @@ from rlpatch.patchrule import AnchorError, Target
 from rlpatch.rules import sglang_model_runner as rule_module
 from rlpatch.rules.sglang_model_runner import MODEL_RUNNER, NATIVE_OVERRIDE, SglangModelRunner
 from rlpatch.versions import Version
-from tests.rulecheck import assert_names_resolve, assert_patch_cycle
+from rulecheck import assert_names_resolve, assert_patch_cycle
 
 RULE = SglangModelRunner()
 PATCHED_RELEASES = ("0.4.3.post4", "0.4.6.post5", "0.4.10.post2", "0.5.1", "0.5.3", "0.5.5", "0.5.8", "0.5.9", "0.5.10.post1")
@@ -19,20 +19,23 @@ PATCHED_RELEASES = ("0.4.3.post4", "0.4.6.post5", "0.4.10.post2", "0.5.1", "0.5.
 NATIVE_RELEASES = ("0.5.11", "0.5.23")
 
 
-@pytest.mark.parametrize("name", sorted(rule_module.GOOD_CASES))
-def test_good_cases_patch_and_strip_exactly(name: str) -> None:
-    assert_patch_cycle(RULE, MODEL_RUNNER, rule_module.GOOD_CASES[name], name)
+ONE_FINAL_RETURN, DISPATCHER = rule_module.VALID
 
 
-@pytest.mark.parametrize("name", sorted(rule_module.BAD_CASES))
-def test_bad_cases_are_refused(name: str) -> None:
+@pytest.mark.parametrize("index", range(len(rule_module.VALID)))
+def test_valid_cases_patch_and_strip_exactly_with_names_bound(index: int) -> None:
+    assert_patch_cycle(RULE, MODEL_RUNNER, rule_module.VALID[index], f"valid {index}")
+
+
+@pytest.mark.parametrize("index", range(len(rule_module.INVALID)))
+def test_invalid_cases_are_refused_naming_file_and_class(index: int) -> None:
     with pytest.raises(AnchorError) as refused:
-        RULE.insertions(MODEL_RUNNER, cst.parse_module(rule_module.BAD_CASES[name]))
+        RULE.insertions(MODEL_RUNNER, cst.parse_module(rule_module.INVALID[index]))
     assert MODEL_RUNNER in str(refused.value) and "ModelRunner" in str(refused.value)
 
 
 def test_dispatcher_shape_is_wrapped_in_try_finally() -> None:
-    patched = assert_patch_cycle(RULE, MODEL_RUNNER, rule_module.GOOD_CASES["dispatcher with four returns (0.4.3)"], "0.4.3")
+    patched = assert_patch_cycle(RULE, MODEL_RUNNER, DISPATCHER, "0.4.3")
     forward = patched.patched[patched.patched.index("def forward") :]
     assert forward.index("msprobe_debugger.start") < forward.index("try:") < forward.index("finally:")
     assert forward.index("finally:") < forward.index("msprobe_debugger.stop()")
@@ -107,7 +110,7 @@ def test_native_release_is_not_applicable(version: str) -> None:
 
 
 def test_a_tree_patched_by_us_is_not_taken_for_native_support(tmp_path: Path) -> None:
-    patched = assert_patch_cycle(RULE, MODEL_RUNNER, rule_module.GOOD_CASES["one final return (0.4.6 .. 0.5.10)"], "x")
+    patched = assert_patch_cycle(RULE, MODEL_RUNNER, ONE_FINAL_RETURN, "x")
     runner = tmp_path / MODEL_RUNNER
     runner.parent.mkdir(parents=True)
     runner.write_text(patched.patched)

@@ -13,7 +13,7 @@ from rlpatch.patchrule import AnchorError, Target
 from rlpatch.rules import vllm_ascend_dispatch_logger as rule_module
 from rlpatch.rules.vllm_ascend_dispatch_logger import LOGGER_FILE, MODEL_RUNNER, VllmAscendDispatchLogger
 from rlpatch.versions import Version
-from tests.rulecheck import assert_patch_cycle
+from rulecheck import assert_patch_cycle
 
 RULE = VllmAscendDispatchLogger()
 # version -> number of dump stop sites in NPUModelRunner (spec 6: 4 in 0.13, 3 in 0.18; 0.23 has
@@ -26,23 +26,26 @@ def _target(root: Path | str, version: str | None) -> Target:
     return Target("vllm_ascend", str(root), Version.maybe(version))
 
 
-@pytest.mark.parametrize("name", sorted(rule_module.GOOD_CASES))
-def test_good_cases_patch_and_strip_exactly(name: str) -> None:
-    patched = assert_patch_cycle(RULE, MODEL_RUNNER, rule_module.GOOD_CASES[name], name).patched
+INLINE_STOPS, FINALIZE_CALLS = rule_module.VALID
+
+
+@pytest.mark.parametrize("index", range(len(rule_module.VALID)))
+def test_valid_cases_patch_and_strip_exactly_with_names_bound(index: int) -> None:
+    patched = assert_patch_cycle(RULE, MODEL_RUNNER, rule_module.VALID[index], f"valid {index}").patched
     assert patched.count(HOOK) == 2
 
 
 def test_dummy_run_finalize_is_not_hooked() -> None:
-    patched = assert_patch_cycle(RULE, MODEL_RUNNER, rule_module.GOOD_CASES["_finalize_dump_data (0.20.2rc1+)"], "x").patched
+    patched = assert_patch_cycle(RULE, MODEL_RUNNER, FINALIZE_CALLS, "x").patched
     dummy = patched[patched.index("def _dummy_run") :]
     dummy = dummy[: dummy.index("def _finalize_dump_data")]
     assert HOOK not in dummy
 
 
-@pytest.mark.parametrize("name", sorted(rule_module.BAD_CASES))
-def test_bad_cases_are_refused(name: str) -> None:
+@pytest.mark.parametrize("index", range(len(rule_module.INVALID)))
+def test_invalid_cases_are_refused_naming_file_and_class(index: int) -> None:
     with pytest.raises(AnchorError) as refused:
-        RULE.insertions(MODEL_RUNNER, cst.parse_module(rule_module.BAD_CASES[name]))
+        RULE.insertions(MODEL_RUNNER, cst.parse_module(rule_module.INVALID[index]))
     assert MODEL_RUNNER in str(refused.value) and "NPUModelRunner" in str(refused.value)
 
 
@@ -53,7 +56,7 @@ def _states(source: str) -> list[str]:
 
 def test_a_stop_site_without_its_hook_is_partial() -> None:
     """verify counts hooks against stop sites: a new unhooked stop site leaves one edit absent."""
-    patched = assert_patch_cycle(RULE, MODEL_RUNNER, rule_module.GOOD_CASES["inline stops (0.12 .. 0.19)"], "x").patched
+    patched = assert_patch_cycle(RULE, MODEL_RUNNER, INLINE_STOPS, "x").patched
     extra = patched + (
         "\n    def execute_dummy(self, scheduler_output):\n"
         "        if self.debugger is not None:\n"
