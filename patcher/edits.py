@@ -207,7 +207,9 @@ class _BodyRewriter(cst.CSTTransformer):
         return self._rebuild(original_node, updated_node)  # type: ignore[return-value]
 
 
-def _moved_leading_lines(source: cst.BaseStatement, target: cst.BaseStatement) -> tuple[cst.BaseStatement, cst.BaseStatement]:
+def _moved_leading_lines(
+    source: cst.BaseStatement, target: cst.BaseStatement
+) -> tuple[cst.BaseStatement, cst.BaseStatement]:
     """`target` with the leading lines of `source`, and `source` without them."""
     lines = getattr(source, "leading_lines", ())
     return source.with_changes(leading_lines=()), target.with_changes(leading_lines=lines)

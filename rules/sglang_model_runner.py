@@ -186,12 +186,11 @@ if self.msprobe_debugger is not None:
 # ---------------------------------------------------------------------------------------------
 
 
-
-_DRAFT_FLAG = m.SimpleStatementLine(
-    body=[m.Assign(targets=[m.AssignTarget(target=self_attribute("is_draft_worker"))])]
-)
+_DRAFT_FLAG = m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(target=self_attribute("is_draft_worker"))])])
 _SERVER_ARGS = m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(target=self_attribute("server_args"))])])
-_PASS_COUNTER = m.SimpleStatementLine(body=[m.AugAssign(target=self_attribute("forward_pass_id"), operator=m.AddAssign())])
+_PASS_COUNTER = m.SimpleStatementLine(
+    body=[m.AugAssign(target=self_attribute("forward_pass_id"), operator=m.AddAssign())]
+)
 _ANY_RETURN = m.SimpleStatementLine(body=[m.AtLeastN(m.Return(), n=1)])
 _RETURN_OUTPUT = m.SimpleStatementLine(body=[m.Return(value=m.Name("output"))])
 _DOCSTRING = m.SimpleStatementLine(body=[m.Expr(value=m.SimpleString() | m.ConcatenatedString())])
@@ -267,8 +266,12 @@ def _forward_edits(path: str, forward: cst.FunctionDef) -> list[Edit]:
     if not counters and len(returns) > 1:
         # SGLang 0.4.3: a dispatcher that returns from every branch.
         keep = 1 if m.matches(body.body[0], _DOCSTRING) else 0
-        return [Wrap(body, keep, parse_statements(_START), parse_statements(_STOP), f"{where}: try/finally around the body")]
-    counter_block, counter = exactly_one(counters, where, "`self.forward_pass_id += 1` (or several returns, as in 0.4.3)")
+        return [
+            Wrap(body, keep, parse_statements(_START), parse_statements(_STOP), f"{where}: try/finally around the body")
+        ]
+    counter_block, counter = exactly_one(
+        counters, where, "`self.forward_pass_id += 1` (or several returns, as in 0.4.3)"
+    )
     final = body.body[-1]
     if len(returns) != 1 or returns[0][1] is not final or not m.matches(final, _RETURN_OUTPUT):
         raise AnchorError(
@@ -281,4 +284,3 @@ def _forward_edits(path: str, forward: cst.FunctionDef) -> list[Edit]:
         Insertion(counter_block, counter, "after", parse_statements(_START), f"{where}: start after the pass counter"),
         Insertion(body, final, "before", parse_statements(_STOP), f"{where}: stop before the final return"),
     ]
-

@@ -275,9 +275,10 @@ def _phase(attn_state, requests):
 # ---------------------------------------------------------------------------------------------
 
 
-
 def _assigns_debugger(value: m.BaseExpressionMatcher) -> m.SimpleStatementLine:
-    return m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(target=self_attribute("debugger"))], value=value)])
+    return m.SimpleStatementLine(
+        body=[m.Assign(targets=[m.AssignTarget(target=self_attribute("debugger"))], value=value)]
+    )
 
 
 _DEBUGGER_RESET = _assigns_debugger(m.Name("None"))
@@ -336,7 +337,9 @@ def _stop_sites(runner: cst.ClassDef) -> list[tuple[cst.FunctionDef, Block, cst.
             for method, (block, statement) in finalize
             if not m.matches(statement, _DUMMY_FINALIZE)
         ]
-    return [(method, block, statement) for method in methods for block, statement in find_statements(method, _INLINE_STOP)]
+    return [
+        (method, block, statement) for method in methods for block, statement in find_statements(method, _INLINE_STOP)
+    ]
 
 
 def _require_bound(path: str, sites: list[tuple[cst.FunctionDef, Block, cst.BaseStatement]]) -> None:
@@ -404,8 +407,13 @@ class VllmAscendDispatchLogger(PatchRule):
             ),
         ]
         edits.extend(
-            Insertion(block, stop, "before", parse_statements(_HOOK), f"{path}: NPUModelRunner.{method.name.value}: stop site {n}")
+            Insertion(
+                block,
+                stop,
+                "before",
+                parse_statements(_HOOK),
+                f"{path}: NPUModelRunner.{method.name.value}: stop site {n}",
+            )
             for n, (method, block, stop) in enumerate(sites, start=1)
         )
         return edits
-

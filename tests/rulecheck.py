@@ -29,7 +29,7 @@ def patch_source(rule: PatchRule, path: str, source: str) -> Patched:
     patched = cst.parse_module(patched_code)
     located = rule.insertions(path, patched)
     sites = [edits.locate(patched, edit) for edit in located]
-    missing = [edit for edit, site in zip(located, sites) if site.state == "absent"]
+    missing = [edit for edit, site in zip(located, sites, strict=True) if site.state == "absent"]
     return Patched(
         original=source,
         patched=patched_code,

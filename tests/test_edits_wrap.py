@@ -57,7 +57,9 @@ def _wrap(module: cst.Module, head: str = "start()\n", keep: int | None = None) 
     if keep is None:
         first = body.body[0]
         keep = int(m_is_docstring(first))
-    return edits.Wrap(body, keep, parse_statements(head) if head else (), parse_statements("stop()\nstep()\n"), "in R.f")
+    return edits.Wrap(
+        body, keep, parse_statements(head) if head else (), parse_statements("stop()\nstep()\n"), "in R.f"
+    )
 
 
 def m_is_docstring(statement: cst.BaseStatement) -> bool:

@@ -35,12 +35,16 @@ def test_revert_of_the_wrap_keeps_user_edits(tmp_path: Path) -> None:
     patched = path.read_text()
     assert "        try:\n" in patched and "        finally:\n" in patched
     # The user edits a line inside the wrapped body and adds a function at the end.
-    edited = patched.replace('f"Invalid forward mode: ', 'f"Unknown forward mode: ') + "\n\ndef helper():\n    return 1\n"
+    edited = (
+        patched.replace('f"Invalid forward mode: ', 'f"Unknown forward mode: ') + "\n\ndef helper():\n    return 1\n"
+    )
     path.write_text(edited)
     assert _state(run_cli("verify", "--sglang-root", str(tree), "--format", "json")) == "applied"
     result = run_cli("revert", "--sglang-root", str(tree))
     assert result.exit_code == 0, result.stderr
-    expected = original.replace('f"Invalid forward mode: ', 'f"Unknown forward mode: ') + "\n\ndef helper():\n    return 1\n"
+    expected = (
+        original.replace('f"Invalid forward mode: ', 'f"Unknown forward mode: ') + "\n\ndef helper():\n    return 1\n"
+    )
     assert path.read_text() == expected
 
 
@@ -62,8 +66,7 @@ def test_a_stop_site_without_a_hook_makes_verify_partial(tmp_path: Path) -> None
     assert run_cli("apply", "--vllm-ascend-root", str(tree)).exit_code == 0
     path = tree / VLLM_RUNNER
     path.write_text(
-        path.read_text()
-        + "\n    def execute_dummy(self, scheduler_output):\n"
+        path.read_text() + "\n    def execute_dummy(self, scheduler_output):\n"
         "        if self.debugger is not None:\n"
         "            self.debugger.stop()\n"
     )

@@ -38,7 +38,8 @@ SGLANG_DRIVER = textwrap.dedent(
     dp_size, gpu_id, mode, draft = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4] == "1"
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Embedding(16, 8), torch.nn.Linear(8, 16))
-    runner = ModelRunner(model, ServerArgs(dp_size=dp_size, disaggregation_mode=mode), gpu_id=gpu_id, is_draft_worker=draft)
+    server_args = ServerArgs(dp_size=dp_size, disaggregation_mode=mode)
+    runner = ModelRunner(model, server_args, gpu_id=gpu_id, is_draft_worker=draft)
     outputs = [
         runner.forward(ForwardBatch(torch.tensor([1, 2, 3]), "extend")),
         runner.forward(ForwardBatch(torch.tensor([4]), "decode")),
@@ -79,11 +80,15 @@ def sglang_tree(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPat
 def _config(folder: Path, name: str = "config.json") -> tuple[Path, Path]:
     dump_path = folder / f"dump-{name[:-5]}"
     path = folder / name
-    path.write_text(json.dumps({"task": "statistics", "dump_path": str(dump_path), "rank": [], "step": [], "level": "mix"}))
+    path.write_text(
+        json.dumps({"task": "statistics", "dump_path": str(dump_path), "rank": [], "step": [], "level": "mix"})
+    )
     return path, dump_path
 
 
-def _run_sglang(tree: Path, env: dict[str, str], dp_size: int = 1, gpu_id: int = 0, mode: str = "null", draft: bool = False):
+def _run_sglang(
+    tree: Path, env: dict[str, str], dp_size: int = 1, gpu_id: int = 0, mode: str = "null", draft: bool = False
+):
     clean = {key: value for key, value in os.environ.items() if key not in CONFIG_VARIABLES}
     return subprocess.run(
         [sys.executable, "-c", SGLANG_DRIVER, str(dp_size), str(gpu_id), mode, "1" if draft else "0"],
@@ -101,7 +106,10 @@ def _dumps(dump_path: Path) -> list[str]:
 def test_sglang_unset_config_imports_nothing(sglang_tree: Path) -> None:
     result = _run_sglang(sglang_tree, {})
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout.splitlines()[-1]) == {"msprobe_imported": False, "shapes": [[3, 16], [1, 16], [1, 16]]}
+    assert json.loads(result.stdout.splitlines()[-1]) == {
+        "msprobe_imported": False,
+        "shapes": [[3, 16], [1, 16], [1, 16]],
+    }
 
 
 def test_sglang_dump_per_forward_without_rank_id(sglang_tree: Path, tmp_path: Path) -> None:
@@ -144,7 +152,9 @@ def test_sglang_draft_worker_is_not_dumped(sglang_tree: Path, tmp_path: Path) ->
 
 def test_sglang_missing_config_file_fails_loudly(sglang_tree: Path, tmp_path: Path) -> None:
     result = _run_sglang(sglang_tree, {"MSPROBE_SGLANG_CONFIG": str(tmp_path / "missing.json")})
-    assert result.returncode != 0 and "MSPROBE_SGLANG_CONFIG=" in result.stderr and "no such config file" in result.stderr
+    assert (
+        result.returncode != 0 and "MSPROBE_SGLANG_CONFIG=" in result.stderr and "no such config file" in result.stderr
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -176,7 +186,9 @@ def _scheduler_output(new: list[SimpleNamespace], cached: object, tokens: dict[s
 
 def _cached(req_ids: list[str]) -> SimpleNamespace:
     # vllm >= 0.10: CachedRequestData holds parallel lists, req_ids among them.
-    return SimpleNamespace(req_ids=req_ids, resumed_from_preemption=[False] * len(req_ids), new_token_ids=[[] for _ in req_ids])
+    return SimpleNamespace(
+        req_ids=req_ids, resumed_from_preemption=[False] * len(req_ids), new_token_ids=[[] for _ in req_ids]
+    )
 
 
 def _old_cached(req_ids: list[str]) -> list[SimpleNamespace]:
@@ -241,7 +253,9 @@ def test_dispatch_logger_skips_a_stopped_service(tmp_path: Path) -> None:
     logger = module.DispatchLogger.for_debugger(debugger)
     assert logger.log_debugger_step(debugger, _scheduler_output([], _cached(["a"]), {"a": 1})) is None
     debugger.service.should_stop_service = False
-    record = logger.log_debugger_step(debugger, _scheduler_output([], _cached(["a"]), {"a": 1}), AttentionState.DecodeOnly)
+    record = logger.log_debugger_step(
+        debugger, _scheduler_output([], _cached(["a"]), {"a": 1}), AttentionState.DecodeOnly
+    )
     assert record["step"] == 7 and record["pid"] == os.getpid() and record["phase"] == "decode"
 
 

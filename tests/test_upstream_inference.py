@@ -26,7 +26,17 @@ VLLM_RUNNER = "vllm_ascend/worker/model_runner_v1.py"
 VLLM_LOGGER = "vllm_ascend/worker/dispatch_logger.py"
 FSDP = "verl/workers/engine/fsdp/transformer_impl.py"
 
-SGLANG_PATCHED = ["0.4.3.post4", "0.4.6.post5", "0.4.10.post2", "0.5.1", "0.5.3", "0.5.5", "0.5.8", "0.5.9", "0.5.10.post1"]
+SGLANG_PATCHED = [
+    "0.4.3.post4",
+    "0.4.6.post5",
+    "0.4.10.post2",
+    "0.5.1",
+    "0.5.3",
+    "0.5.5",
+    "0.5.8",
+    "0.5.9",
+    "0.5.10.post1",
+]
 SGLANG_NATIVE = ["0.5.11", "0.5.23"]  # 0.5.23: the newest release when this was written
 VLLM_ASCEND_PATCHED = ["0.13.0", "0.18.0", "0.23.0"]
 
@@ -127,8 +137,8 @@ def _refuse_in_vllm_ascend(tree: Path) -> None:
     path = tree / VLLM_RUNNER
     source = path.read_text(encoding="utf-8")
     source = source.replace(
-        "    def sample_tokens(self, grammar_output=None):\n        (scheduler_output, hidden_states) = self.execute_model_state\n",
-        "    def sample_tokens(self, grammar_output=None):\n        (batch, hidden_states) = self.execute_model_state\n",
+        "(scheduler_output, hidden_states) = self.execute_model_state\n",
+        "(batch, hidden_states) = self.execute_model_state\n",
     )
     assert "(batch, hidden_states)" in source
     path.write_text(source, encoding="utf-8")
@@ -174,7 +184,11 @@ def test_refusal_in_a_real_vllm_ascend_tree_leaves_a_real_verl_tree_untouched(tm
     vllm_ascend = _tree("vllm-ascend", "0.23.0", tmp_path / "vllm_ascend")
     path = vllm_ascend / VLLM_RUNNER
     # Two `self.debugger = None` in NPUModelRunner.__init__: an ambiguous anchor.
-    path.write_text(path.read_text(encoding="utf-8").replace("self.debugger = None\n", "self.debugger = None\n        self.debugger = None\n", 1))
+    path.write_text(
+        path.read_text(encoding="utf-8").replace(
+            "self.debugger = None\n", "self.debugger = None\n        self.debugger = None\n", 1
+        )
+    )
     before = (snapshot(verl), snapshot(vllm_ascend))
     roots = ["--mode", "consistency", "--verl-root", str(verl), "--vllm-ascend-root", str(vllm_ascend)]
     result = run_cli("apply", *roots)
