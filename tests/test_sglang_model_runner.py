@@ -13,20 +13,11 @@ from rlpatch.rules.sglang_model_runner import MODEL_RUNNER, NATIVE_OVERRIDE, Sgl
 from rlpatch.versions import Version
 from rulecheck import assert_names_resolve, assert_patch_cycle
 
+from conftest import SGLANG_NATIVE_VERSIONS, SGLANG_PATCHED_VERSIONS
+
 RULE = SglangModelRunner()
-PATCHED_RELEASES = (
-    "0.4.3.post4",
-    "0.4.6.post5",
-    "0.4.10.post2",
-    "0.5.1",
-    "0.5.3",
-    "0.5.5",
-    "0.5.8",
-    "0.5.9",
-    "0.5.10.post1",
-)
-# 0.5.11 brought native support; 0.5.23 is the newest release when this was written.
-NATIVE_RELEASES = ("0.5.11", "0.5.23")
+PATCHED_RELEASES = SGLANG_PATCHED_VERSIONS
+NATIVE_RELEASES = SGLANG_NATIVE_VERSIONS
 
 
 ONE_FINAL_RETURN, DISPATCHER = rule_module.VALID

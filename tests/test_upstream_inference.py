@@ -19,26 +19,22 @@ import pytest
 
 from rlpatch.wheelcache import LINUX_X86_64, fresh_copy
 
-from conftest import FIXTURES, run_cli, snapshot
+from conftest import (
+    FIXTURES,
+    SGLANG_NATIVE_VERSIONS,
+    SGLANG_PATCHED_VERSIONS,
+    VLLM_ASCEND_STOP_SITES,
+    run_cli,
+    snapshot,
+)
 
 SGLANG_RUNNER = "sglang/srt/model_executor/model_runner.py"
 VLLM_RUNNER = "vllm_ascend/worker/model_runner_v1.py"
 VLLM_LOGGER = "vllm_ascend/worker/dispatch_logger.py"
-FSDP = "verl/workers/engine/fsdp/transformer_impl.py"
 
-SGLANG_PATCHED = [
-    "0.4.3.post4",
-    "0.4.6.post5",
-    "0.4.10.post2",
-    "0.5.1",
-    "0.5.3",
-    "0.5.5",
-    "0.5.8",
-    "0.5.9",
-    "0.5.10.post1",
-]
-SGLANG_NATIVE = ["0.5.11", "0.5.23"]  # 0.5.23: the newest release when this was written
-VLLM_ASCEND_PATCHED = ["0.13.0", "0.18.0", "0.23.0"]
+SGLANG_PATCHED = SGLANG_PATCHED_VERSIONS
+SGLANG_NATIVE = SGLANG_NATIVE_VERSIONS
+VLLM_ASCEND_PATCHED = sorted(VLLM_ASCEND_STOP_SITES)
 
 
 def _tree(project: str, version: str, destination: Path) -> Path:

@@ -15,10 +15,10 @@ from rlpatch.rules.vllm_ascend_dispatch_logger import LOGGER_FILE, MODEL_RUNNER,
 from rlpatch.versions import Version
 from rulecheck import assert_patch_cycle
 
+from conftest import VLLM_ASCEND_STOP_SITES
+
 RULE = VllmAscendDispatchLogger()
-# version -> number of dump stop sites in NPUModelRunner (spec 6: 4 in 0.13, 3 in 0.18; 0.23 has
-# four `_finalize_dump_data()` calls besides the dummy run's).
-PATCHED_RELEASES = {"0.13.0": 4, "0.18.0": 3, "0.23.0": 4}
+PATCHED_RELEASES = VLLM_ASCEND_STOP_SITES  # spec 6: 4 in 0.13, 3 in 0.18; 0.23: four _finalize_dump_data()
 HOOK = "self._finish_msprobe_step(scheduler_output)"
 
 
