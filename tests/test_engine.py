@@ -394,3 +394,10 @@ def test_no_tree_found_is_an_input_error(tmp_path):
     if "using verl" in result.stderr:
         pytest.skip("a verl is installed in this interpreter")
     assert result.returncode == 2 and "no tree of verl found" in result.stderr
+
+
+def test_dry_run_writes_nothing(tree):
+    before = snapshot(tree)
+    result = apply(tree, "--dry-run")
+    assert result.exit_code == 0 and result.stdout.count("would apply") == 2
+    assert snapshot(tree) == before
