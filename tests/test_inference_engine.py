@@ -77,3 +77,17 @@ def test_a_stop_site_without_a_hook_makes_verify_partial(tmp_path: Path) -> None
     # apply completes the patch: every stop site hooked again.
     assert run_cli("apply", "--vllm-ascend-root", str(tree)).exit_code == 0
     assert path.read_text().count("self._finish_msprobe_step(scheduler_output)") == 3
+
+
+def test_revert_without_state_folder_undoes_wrap_and_created_file(tmp_path: Path) -> None:
+    sglang = _sglang_043(tmp_path)
+    vllm_ascend = tmp_path / "vllm_ascend"
+    shutil.copytree(FIXTURES / "vllm_ascend_runner", vllm_ascend)
+    roots = ["--sglang-root", str(sglang), "--vllm-ascend-root", str(vllm_ascend)]
+    pristine = (snapshot(sglang), snapshot(vllm_ascend))
+    assert run_cli("apply", *roots).exit_code == 0
+    for tree in (sglang, vllm_ascend):
+        shutil.rmtree(tree / ".rlpatch")  # manifest and originals lost: revert works from structure
+    result = run_cli("revert", *roots)
+    assert result.exit_code == 0, result.stderr
+    assert (snapshot(sglang), snapshot(vllm_ascend)) == pristine
