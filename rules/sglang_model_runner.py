@@ -12,7 +12,10 @@ by the environment instead of a server argument:
   decode servers need different `dump_path`s, so they read `MSPROBE_SGLANG_CONFIG_PREFILL` /
   `MSPROBE_SGLANG_CONFIG_DECODE` instead.
 - Draft workers (speculative decoding) are not dumped. `seed_all(mode=True)` then
-  `PrecisionDebugger(config_path=...)` without `model=` (msprobe 26.x removed it).
+  `PrecisionDebugger(config_path=...)` without `model=` (msprobe 26.x removed it). Like 0.5.11,
+  dumping turns CUDA/NPU graphs off (`server_args.disable_cuda_graph`, read later in `__init__`):
+  msprobe sees eager execution only. Unlike 0.5.11 it cannot skip the server warm-up, whose
+  passes are dumped as the first steps (verl: `enforce_eager=True` and no warm-up are advised).
 - `forward`: `start(model=self.model)` right after `self.forward_pass_id += 1`, with
   `rank_id=self.gpu_id` only under data parallelism (msprobe 8.x rejects `rank_id`); `stop()` and
   `step()` right before the single final `return output`. SGLang 0.4.3 dispatches with four
@@ -163,6 +166,12 @@ def init_msprobe(self):
             f"rlpatch msprobe dump: {variable} is set but msprobe cannot be imported ({err}); "
             "pip install mindstudio-probe"
         ) from err
+    if not getattr(self.server_args, "disable_cuda_graph", True):
+        # As SGLang 0.5.11 does: msprobe dumps eager mode only, graph replays would dump nothing.
+        import logging
+
+        logging.getLogger(__name__).warning("rlpatch msprobe dump: disabling CUDA/NPU graphs (eager mode only)")
+        self.server_args.disable_cuda_graph = True
     seed_all(mode=True)
     self.msprobe_debugger = PrecisionDebugger(config_path=config_path)
 '''

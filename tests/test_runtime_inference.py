@@ -45,7 +45,9 @@ SGLANG_DRIVER = textwrap.dedent(
         runner.forward(ForwardBatch(torch.tensor([4]), "decode")),
         runner.forward(ForwardBatch(torch.tensor([5]), "decode")),
     ]
-    print(json.dumps({"msprobe_imported": "msprobe" in sys.modules, "shapes": [list(o.shape) for o in outputs]}))
+    shapes = [list(o.shape) for o in outputs]
+    eager = server_args.disable_cuda_graph
+    print(json.dumps({"msprobe_imported": "msprobe" in sys.modules, "shapes": shapes, "eager": eager}))
     """
 )
 
@@ -109,6 +111,7 @@ def test_sglang_unset_config_imports_nothing(sglang_tree: Path) -> None:
     assert json.loads(result.stdout.splitlines()[-1]) == {
         "msprobe_imported": False,
         "shapes": [[3, 16], [1, 16], [1, 16]],
+        "eager": False,
     }
 
 
@@ -120,6 +123,8 @@ def test_sglang_dump_per_forward_without_rank_id(sglang_tree: Path, tmp_path: Pa
     assert [d.split("/")[0] for d in dumps] == ["step0", "step1", "step2"]
     # No data parallelism: no rank_id, and without torch.distributed msprobe names the folder proc{pid}.
     assert all(d.split("/")[1].startswith("proc") for d in dumps), dumps
+    # As SGLang 0.5.11 does, dumping switches graphs off (msprobe sees eager execution only).
+    assert json.loads(result.stdout.splitlines()[-1])["eager"] is True
     assert json.loads((dump_path / dumps[0]).read_text())["data"], "empty dump"
 
 
