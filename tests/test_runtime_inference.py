@@ -279,6 +279,8 @@ VLLM_DRIVER = textwrap.dedent(
     runner = NPUModelRunner(torch.nn.Sequential(torch.nn.Embedding(16, 8), torch.nn.Linear(8, 16)), sys.argv[1] or None)
     runner.execute_model(output(["a", "b"], [], {"a": 3, "b": 2}), torch.tensor([1, 2, 3, 4, 5]))
     runner.sample_tokens()
+    if hasattr(runner, "_dummy_run"):  # 0.20.2rc1+: a dummy run ends with _finalize_dump_data(dump=False)
+        runner._dummy_run(torch.tensor([0]))
     runner.execute_model(output([], ["a", "b"], {"a": 1, "b": 1}), torch.tensor([6, 7]))
     runner.sample_tokens()
     runner.execute_model(output([], ["a"], {"a": 1}), torch.tensor([8]), pooling=True)
@@ -287,9 +289,14 @@ VLLM_DRIVER = textwrap.dedent(
 )
 
 
-@pytest.fixture(scope="module")
-def vllm_ascend_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _patched(_copy(tmp_path_factory, "vllm_ascend_runner"), "--vllm-ascend-root")
+@pytest.fixture(scope="module", params=["0.13.0", "0.23.0"])
+def vllm_ascend_tree(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tree = _copy(tmp_path_factory, "vllm_ascend_runner")
+    if request.param == "0.23.0":  # the _start_dump_data / _finalize_dump_data layout
+        runner = tree / "vllm_ascend/worker/model_runner_v1.py"
+        shutil.copyfile(FIXTURES / "vllm_ascend_model_runner_v1_023.py", runner)
+        (tree / "vllm_ascend/_version.py").write_text('__version__ = version = "0.23.0"\n')
+    return _patched(tree, "--vllm-ascend-root")
 
 
 def _run_vllm(tree: Path, config: str) -> subprocess.CompletedProcess:
