@@ -202,6 +202,13 @@ class _BodyRewriter(cst.CSTTransformer):
             body.extend(s for p in plans if p.anchor is before and p.where == "after" for s in p.statements)
         return updated.with_changes(body=body)
 
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        # Blocks never lie inside an expression or a simple statement line: leave those subtrees as
+        # they are (most of a module's nodes), which makes rewriting a large file several times faster.
+        if isinstance(node, (cst.BaseExpression, cst.SimpleStatementLine)):
+            return False
+        return super().on_visit(node)
+
     def leave_IndentedBlock(self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock) -> cst.IndentedBlock:
         return self._rebuild(original_node, updated_node)  # type: ignore[return-value]
 

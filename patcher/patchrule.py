@@ -198,6 +198,10 @@ class _StatementFinder(cst.CSTVisitor):
         if isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)) and self._blocks:
             if m.matches(node, self.matcher):
                 self.found.append((self._blocks[-1], node))
+        # No statement lies inside an expression or a simple statement line: skip those subtrees
+        # (most of a large method's nodes; searching a 4000-line runner gets several times faster).
+        if isinstance(node, (cst.BaseExpression, cst.SimpleStatementLine)):
+            return False
         return super().on_visit(node)
 
 
