@@ -1,0 +1,65 @@
+"""Skip rollout correction when PROMPTS_ONLY=1: there are no response tokens left to correct.
+
+`compute_rollout_correction_and_add_to_batch` computes importance weights and rejection masks over
+the response tokens from `rollout_log_probs` and `old_log_probs`. With PROMPTS_ONLY=1 both have zero
+tokens, so at the start of the function the batch is returned unchanged with no metrics:
+`return batch, {}`.
+
+Spec: patches.md section 4 (rollout-correction skip). Anchor: the docstring of the top-level function
+`compute_rollout_correction_and_add_to_batch` in `verl/trainer/ppo/rollout_corr_helper.py` (verl
+0.6.1 to 0.9.1); the code goes right after it. The module has no `import os`: the inserted code
+imports it first thing in the function.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from rlpatch.patchrule import (
+    Gate,
+    Insertion,
+    PatchRule,
+    Target,
+    docstring_statement,
+    find_function,
+    first_parameter,
+    parse_statements,
+    since_gate,
+)
+from rlpatch.rules.verl_prompts_only import BEFORE_0_7, PROMPTS_ONLY_IS_ON
+
+SKIP_CORRECTION = """
+import os
+
+if {{switch}}:
+    # PROMPTS_ONLY: the batch holds prompts only; nothing to weight or reject.
+    return {{batch}}, {}
+"""
+
+GOOD_CASE = '''
+def compute_rollout_correction_and_add_to_batch(batch, rollout_corr_config):
+    """Compute rollout correction weights."""
+    return batch, {"rollout_corr/x": 1.0}
+'''
+BAD_CASE = GOOD_CASE.replace("compute_rollout_correction_and_add_to_batch", "compute_rollout_correction")
+
+
+class VerlRolloutCorr(PatchRule):
+    """compute_rollout_correction_and_add_to_batch returns the batch untouched when PROMPTS_ONLY=1."""
+
+    id = "verl-rollout-corr"
+    package = "verl"
+    files = ("verl/trainer/ppo/rollout_corr_helper.py",)
+    modes = frozenset({"consistency"})
+    versions = ">=0.7.0 (anchor checked 0.6.1 to 0.9.1)"
+    markers = ("PROMPTS_ONLY",)
+
+    def gate(self, target: Target) -> Gate:
+        return since_gate(target, "0.7.0", BEFORE_0_7)
+
+    def insertions(self, path: str, module: cst.Module) -> list[Insertion]:
+        function = find_function(module, "compute_rollout_correction_and_add_to_batch", path)
+        where = f"{path}: compute_rollout_correction_and_add_to_batch"
+        block, anchor = docstring_statement(function, where)
+        statements = parse_statements(SKIP_CORRECTION, switch=PROMPTS_ONLY_IS_ON, batch=first_parameter(function, where))
+        return [Insertion(block, anchor, "after", statements, f"{where}: after the docstring")]
