@@ -17,25 +17,14 @@ from __future__ import annotations
 import libcst as cst
 from libcst import matchers as m
 
-from rlpatch.patchrule import (
-    AnchorError,
-    Gate,
-    Insertion,
-    PatchRule,
-    Target,
-    docstring_statement,
-    find_function,
-    first_parameter,
-    parse_statements,
-    since_gate,
-)
-from rlpatch.rules.verl_prompts_only import BEFORE_0_7, PROMPTS_ONLY_IS_ON
+from rlpatch.patchrule import AnchorError, Insertion, at_function_start
+from rlpatch.rules.verl_prompts_only import PROMPTS_ONLY_IS_ON, VerlConsistencyRule
 
 SKIP_METRICS = """
 import os
 
 if {{switch}} or not all(
-    key in {{data}}.batch.keys() and {{data}}.batch[key].size(-1) > 0
+    key in {{first_parameter}}.batch.keys() and {{first_parameter}}.batch[key].size(-1) > 0
     for key in ("responses", "old_log_probs", "rollout_log_probs")
 ):
     logger.warning("PROMPTS_ONLY is on or the batch has no response log-probs: skipping debug metrics")
@@ -61,24 +50,15 @@ BAD_CASE = GOOD_CASE.replace('"""Rollout vs actor log-prob diff."""', "pass")  #
 MODULE_LOGGER = m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(target=m.Name("logger"))])])
 
 
-class VerlDebugMetrics(PatchRule):
+class VerlDebugMetrics(VerlConsistencyRule):
     """calculate_debug_metrics returns zero metrics instead of failing when PROMPTS_ONLY=1."""
 
     id = "verl-debug-metrics"
-    package = "verl"
     files = ("verl/utils/debug/metrics.py",)
-    modes = frozenset({"consistency"})
     versions = ">=0.7.0 (anchor checked 0.6.0 to 0.9.1)"
     markers = ("PROMPTS_ONLY",)
 
-    def gate(self, target: Target) -> Gate:
-        return since_gate(target, "0.7.0", BEFORE_0_7)
-
     def insertions(self, path: str, module: cst.Module) -> list[Insertion]:
-        function = find_function(module, "calculate_debug_metrics", path)
-        where = f"{path}: calculate_debug_metrics"
         if not any(m.matches(statement, MODULE_LOGGER) for statement in module.body):
             raise AnchorError(path, "a module-level `logger = ...` for the warning", "none")
-        block, anchor = docstring_statement(function, where)
-        statements = parse_statements(SKIP_METRICS, switch=PROMPTS_ONLY_IS_ON, data=first_parameter(function, where))
-        return [Insertion(block, anchor, "after", statements, f"{where}: after the docstring")]
+        return at_function_start(module, path, "calculate_debug_metrics", SKIP_METRICS, switch=PROMPTS_ONLY_IS_ON)

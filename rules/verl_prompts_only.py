@@ -33,8 +33,6 @@ from rlpatch.patchrule import (
 # (the msprobe guide sets PROMPTS_ONLY=1). Shared with the other verl consistency rules.
 PROMPTS_ONLY_IS_ON = 'os.environ.get("PROMPTS_ONLY", "").strip().lower() not in ("", "0", "false", "no", "off")'
 
-# Why the consistency rules stop before 0.7.0 (shared with the other verl consistency rules).
-BEFORE_0_7 = "the consistency set starts at verl 0.7.0 (0.6.x actors run the legacy workers the dump does not reach)"
 
 # The trimming, in the block of `{{batch}}` (a DataProto). Loop names are prefixed: they become
 # locals of the function the code is inserted into.
@@ -70,18 +68,28 @@ class RayPPOTrainer:
 BAD_CASE = GOOD_CASE.replace("if bypass_recomputing_logprobs:", "if bypass:")  # anchor renamed: refuse
 
 
-class VerlPromptsOnly(PatchRule):
+class VerlConsistencyRule(PatchRule):
+    """Base of the verl consistency rules: mode `consistency`, not applicable before `since`."""
+
+    package = "verl"
+    modes = frozenset({"consistency"})
+    since: str = "0.7.0"
+    # Why a release before `since` has nothing to patch.
+    before_since: str = (
+        "the consistency set starts at verl 0.7.0 (0.6.x actors run the legacy workers the dump does not reach)"
+    )
+
+    def gate(self, target: Target) -> Gate:
+        return since_gate(target, self.since, self.before_since)
+
+
+class VerlPromptsOnly(VerlConsistencyRule):
     """PROMPTS_ONLY=1 trims the batch to its prompts before log-probs are recomputed (RayPPOTrainer.fit)."""
 
     id = "verl-prompts-only"
-    package = "verl"
     files = ("verl/trainer/ppo/ray_trainer.py",)
-    modes = frozenset({"consistency"})
     versions = ">=0.7.0 (anchor checked 0.7.0 to 0.9.1)"
     markers = ("compute_prompts_only", "responses_len")
-
-    def gate(self, target: Target) -> Gate:
-        return since_gate(target, "0.7.0", BEFORE_0_7)
 
     def insertions(self, path: str, module: cst.Module) -> list[Insertion]:
         fit = find_method(find_class(module, "RayPPOTrainer", path), "fit", path)

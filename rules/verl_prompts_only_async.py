@@ -15,18 +15,8 @@ from __future__ import annotations
 import libcst as cst
 from libcst import matchers as m
 
-from rlpatch.patchrule import (
-    Gate,
-    Insertion,
-    PatchRule,
-    Target,
-    exactly_one,
-    find_class,
-    find_method,
-    find_statements,
-    since_gate,
-)
-from rlpatch.rules.verl_prompts_only import trim_to_prompts
+from rlpatch.patchrule import Insertion, exactly_one, find_class, find_method, find_statements
+from rlpatch.rules.verl_prompts_only import VerlConsistencyRule, trim_to_prompts
 
 # `<name>.meta_info["temperature"] = ...`: the batch is whatever name the anchor stores into.
 TEMPERATURE_STORE = m.SimpleStatementLine(
@@ -56,18 +46,15 @@ class FullyAsyncTrainer:
 BAD_CASE = GOOD_CASE.replace('batch.meta_info["temperature"] = 1.0', "pass")  # no anchor: refuse
 
 
-class VerlPromptsOnlyAsync(PatchRule):
+class VerlPromptsOnlyAsync(VerlConsistencyRule):
     """PROMPTS_ONLY=1 trims each fully-async batch to its prompts (FullyAsyncTrainer._fit_generate)."""
 
     id = "verl-prompts-only-async"
-    package = "verl"
     files = ("verl/experimental/fully_async_policy/fully_async_trainer.py",)
-    modes = frozenset({"consistency"})
     versions = ">=0.8.0 (anchor checked 0.8.0 to 0.9.1)"
     markers = ("compute_prompts_only", "responses_len")
-
-    def gate(self, target: Target) -> Gate:
-        return since_gate(target, "0.8.0", "no fully-async trainer in this release (FullyAsyncTrainer ships from 0.8.0)")
+    since = "0.8.0"
+    before_since = "no fully-async trainer in this release (FullyAsyncTrainer ships from 0.8.0)"
 
     def insertions(self, path: str, module: cst.Module) -> list[Insertion]:
         method = find_method(find_class(module, "FullyAsyncTrainer", path), "_fit_generate", path)

@@ -15,25 +15,15 @@ from __future__ import annotations
 
 import libcst as cst
 
-from rlpatch.patchrule import (
-    Gate,
-    Insertion,
-    PatchRule,
-    Target,
-    docstring_statement,
-    find_function,
-    first_parameter,
-    parse_statements,
-    since_gate,
-)
-from rlpatch.rules.verl_prompts_only import BEFORE_0_7, PROMPTS_ONLY_IS_ON
+from rlpatch.patchrule import Insertion, at_function_start
+from rlpatch.rules.verl_prompts_only import PROMPTS_ONLY_IS_ON, VerlConsistencyRule
 
 SKIP_CORRECTION = """
 import os
 
 if {{switch}}:
     # PROMPTS_ONLY: the batch holds prompts only; nothing to weight or reject.
-    return {{batch}}, {}
+    return {{first_parameter}}, {}
 """
 
 GOOD_CASE = '''
@@ -44,22 +34,15 @@ def compute_rollout_correction_and_add_to_batch(batch, rollout_corr_config):
 BAD_CASE = GOOD_CASE.replace("compute_rollout_correction_and_add_to_batch", "compute_rollout_correction")
 
 
-class VerlRolloutCorr(PatchRule):
+class VerlRolloutCorr(VerlConsistencyRule):
     """compute_rollout_correction_and_add_to_batch returns the batch untouched when PROMPTS_ONLY=1."""
 
     id = "verl-rollout-corr"
-    package = "verl"
     files = ("verl/trainer/ppo/rollout_corr_helper.py",)
-    modes = frozenset({"consistency"})
     versions = ">=0.7.0 (anchor checked 0.6.1 to 0.9.1)"
     markers = ("PROMPTS_ONLY",)
 
-    def gate(self, target: Target) -> Gate:
-        return since_gate(target, "0.7.0", BEFORE_0_7)
-
     def insertions(self, path: str, module: cst.Module) -> list[Insertion]:
-        function = find_function(module, "compute_rollout_correction_and_add_to_batch", path)
-        where = f"{path}: compute_rollout_correction_and_add_to_batch"
-        block, anchor = docstring_statement(function, where)
-        statements = parse_statements(SKIP_CORRECTION, switch=PROMPTS_ONLY_IS_ON, batch=first_parameter(function, where))
-        return [Insertion(block, anchor, "after", statements, f"{where}: after the docstring")]
+        return at_function_start(
+            module, path, "compute_rollout_correction_and_add_to_batch", SKIP_CORRECTION, switch=PROMPTS_ONLY_IS_ON
+        )

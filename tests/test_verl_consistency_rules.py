@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import re
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import libcst as cst
 import pytest
 
 from consistency_set import RULE_IDS, RULES, applicable, apply_set, site_states, strip_set
+from scopecheck import scope_problems
+
 from rlpatch import edits
 from rlpatch.patchrule import AnchorError, PatchRule
 from rlpatch.rules import PATCH_RULE_MODULES, load
-from scopecheck import scope_problems
+from rlpatch.rules.verl_request_id import VerlRequestId
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "verl_aux"
 RELEASES = ("0.7.0", "0.7.1", "0.8.0", "0.9.0", "0.9.1")
@@ -27,7 +30,7 @@ COMPATIBILITY = {
     "verl/experimental/agent_loop/agent_loop.py": ("vllm_request_id", 'extra_fields["request_id"]'),
 }
 
-# Expected state per release (the table in the report is printed by `make`-less command in it).
+# Expected state of each rule per release.
 EXPECTED = {
     "0.6.0": dict.fromkeys(RULE_IDS, "not-applicable"),
     "0.6.1": dict.fromkeys(RULE_IDS, "not-applicable"),
@@ -121,8 +124,7 @@ def _request_id_case() -> tuple[str, str]:
 def _patched_request_id_case() -> tuple[str, str, str]:
     path, source = _request_id_case()
     module = cst.parse_module(source)
-    rule = RULES[RULE_IDS.index("verl-request-id")]()
-    return path, source, edits.insert(module, rule.insertions(path, module)).code
+    return path, source, edits.insert(module, VerlRequestId().insertions(path, module)).code
 
 
 def test_hoist_binds_the_id_passes_it_and_strips_back_byte_for_byte() -> None:
@@ -147,50 +149,24 @@ def test_half_undone_hoist_is_drifted(mutation: tuple[str, str]) -> None:
     edited = patched.replace(*mutation)
     assert edited != patched
     module = cst.parse_module(edited)
-    states = [edits.locate(module, i).state for i in RULES[RULE_IDS.index("verl-request-id")]().insertions(path, module)]
+    states = [edits.locate(module, site).state for site in VerlRequestId().insertions(path, module)]
     assert states[0] == "drifted"
 
 
 def test_multi_line_request_id_value_is_refused() -> None:
     path, source = _request_id_case()
-    multi = source.replace("self._vllm_request_id(request_id),", "self._vllm_request_id(\n                    request_id\n                ),")
+    wrapped = "self._vllm_request_id(\n                    request_id\n                ),"
+    multi = source.replace("self._vllm_request_id(request_id),", wrapped)
     with pytest.raises(AnchorError, match="several lines"):
-        RULES[RULE_IDS.index("verl-request-id")]().insertions(path, cst.parse_module(multi))
+        VerlRequestId().insertions(path, cst.parse_module(multi))
 
 
 def test_hoist_must_go_before_its_anchor() -> None:
     path, source = _request_id_case()
     module = cst.parse_module(source)
-    hoisting = RULES[RULE_IDS.index("verl-request-id")]().insertions(path, module)[0]
-    from dataclasses import replace
-
+    hoisting = VerlRequestId().insertions(path, module)[0]
     with pytest.raises(ValueError, match="before its anchor"):
         edits.insert(module, [replace(hoisting, where="after")])
-
-
-# ------------------------------------------------------------------------------------------------
-# The scope checker itself: it must catch the mistakes it exists for
-# ------------------------------------------------------------------------------------------------
-
-_SCOPE_ORIGINAL = 'import logging\nlogger = logging.getLogger(__file__)\n\n\ndef f(data):\n    """doc"""\n    x = 1\n    return data\n'
-
-
-def test_scope_checker_catches_a_missing_import_os() -> None:
-    patched = _SCOPE_ORIGINAL.replace('    """doc"""\n', '    """doc"""\n    if os.environ.get("PROMPTS_ONLY"):\n        return {}\n')
-    assert any("'os'" in problem and "bound nowhere" in problem for problem in scope_problems(_SCOPE_ORIGINAL, patched))
-    fixed = patched.replace('    """doc"""\n', '    """doc"""\n    import os\n')
-    assert scope_problems(_SCOPE_ORIGINAL, fixed) == []
-
-
-def test_scope_checker_catches_an_import_that_shadows_earlier_uses() -> None:
-    original = _SCOPE_ORIGINAL.replace("    x = 1\n", "    x = os.sep\n").replace("import logging\n", "import logging\nimport os\n")
-    patched = original.replace("    return data\n", "    import os\n    return data\n")
-    assert any("changed scope" in problem for problem in scope_problems(original, patched))
-
-
-def test_scope_checker_catches_a_use_before_the_local_binding() -> None:
-    patched = _SCOPE_ORIGINAL.replace("    x = 1\n", "    y = later\n    later = 1\n    x = 1\n")
-    assert any("bound only after" in problem for problem in scope_problems(_SCOPE_ORIGINAL, patched))
 
 
 # ------------------------------------------------------------------------------------------------
