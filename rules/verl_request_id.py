@@ -32,23 +32,23 @@ from rlpatch.patchrule import (
     Gate,
     Insertion,
     KeywordHoist,
-    PatchRule,
     Target,
     exactly_one,
     find_class,
     find_method,
     find_statements,
     parse_statements,
-    since_gate,
 )
-from rlpatch.rules.verl_prompts_only import BEFORE_0_7
+from rlpatch.rules.verl_prompts_only import VerlConsistencyRule
 
 AGENT_LOOP = "verl/experimental/agent_loop/agent_loop.py"
 LLM_SERVER = "verl/workers/rollout/llm_server.py"
 # The class that sends generation requests, per file (moved and renamed in 0.8.0).
 CLIENT_CLASS = {AGENT_LOOP: "AsyncLLMServerManager", LLM_SERVER: "LLMServerClient"}
 
-SERVER_CALL = m.Call(func=m.Attribute(value=m.Attribute(value=m.Name("server"), attr=m.Name("generate")), attr=m.Name("remote")))
+SERVER_CALL = m.Call(
+    func=m.Attribute(value=m.Attribute(value=m.Name("server"), attr=m.Name("generate")), attr=m.Name("remote"))
+)
 # `output = await server.generate.remote(...)` or `output: TokenOutput = await server.generate.remote(...)`
 SEND_STATEMENT = m.SimpleStatementLine(
     body=[m.OneOf(m.Assign(targets=[m.AssignTarget(target=m.Name())], value=m.Await(expression=SERVER_CALL)),
@@ -72,13 +72,11 @@ class LLMServerClient:
 BAD_CASE = GOOD_CASE.replace("request_id=self._vllm_request_id(request_id),", "")  # no request_id=: refuse
 
 
-class VerlRequestId(PatchRule):
+class VerlRequestId(VerlConsistencyRule):
     """The request id sent to the inference server is kept in the output's extra_fields["request_id"]."""
 
     id = "verl-request-id"
-    package = "verl"
     files = (AGENT_LOOP, LLM_SERVER)
-    modes = frozenset({"consistency"})
     versions = ">=0.7.1 (0.7.x agent_loop.py; 0.8.0+ llm_server.py)"
     markers = ()
 
@@ -86,7 +84,7 @@ class VerlRequestId(PatchRule):
         if target.version is not None and target.version.minor == (0, 7) and target.version < "0.7.1":
             return Gate("not-applicable", f"verl {target.version_text}: TokenOutput has no extra_fields before 0.7.1, "
                         "so no request id can travel to the trainer")
-        return since_gate(target, "0.7.0", BEFORE_0_7)
+        return super().gate(target)
 
     def insertions(self, path: str, module: cst.Module) -> list[Insertion]:
         class_name = CLIENT_CLASS[path]

@@ -18,18 +18,8 @@ from __future__ import annotations
 import libcst as cst
 from libcst import matchers as m
 
-from rlpatch.patchrule import (
-    Gate,
-    Insertion,
-    PatchRule,
-    Target,
-    exactly_one,
-    find_class,
-    find_method,
-    find_statements,
-    parse_statements,
-    since_gate,
-)
+from rlpatch.patchrule import Insertion, exactly_one, find_class, find_method, find_statements, parse_statements
+from rlpatch.rules.verl_prompts_only import VerlConsistencyRule
 
 ROLLOUTER = "verl/experimental/fully_async_policy/fully_async_rollouter.py"
 LLM_SERVER = "verl/workers/rollout/llm_server.py"
@@ -69,18 +59,15 @@ class FullyAsyncLLMServerClient(LLMServerClient):
 BAD_CASE = GOOD_CASE.replace("await super().generate", "await self.generate")  # no parent output: refuse
 
 
-class VerlRequestIdAsync(PatchRule):
+class VerlRequestIdAsync(VerlConsistencyRule):
     """Fully-async resumed outputs keep the server output's extra_fields (and its request id)."""
 
     id = "verl-request-id-async"
-    package = "verl"
     files = (ROLLOUTER, LLM_SERVER)
-    modes = frozenset({"consistency"})
     versions = ">=0.8.0 (0.8.x fully_async_rollouter.py; 0.9.0+ llm_server.py)"
     markers = ()
-
-    def gate(self, target: Target) -> Gate:
-        return since_gate(target, "0.8.0", "no FullyAsyncLLMServerClient in this release (it ships from 0.8.0)")
+    since = "0.8.0"
+    before_since = "no FullyAsyncLLMServerClient in this release (it ships from 0.8.0)"
 
     def insertions(self, path: str, module: cst.Module) -> list[Insertion]:
         if not any(isinstance(s, cst.ClassDef) and s.name.value == CLIENT_CLASS for s in module.body):
@@ -91,7 +78,9 @@ class VerlRequestIdAsync(PatchRule):
             find_statements(method, PARENT_GENERATE), where, "`output = await super().generate(...)` statement"
         )
         block, anchor = exactly_one(
-            find_statements(method, STORE_GLOBAL_STEPS), where, '`final_output.extra_fields["global_steps"] = ...` statement'
+            find_statements(method, STORE_GLOBAL_STEPS),
+            where,
+            '`final_output.extra_fields["global_steps"] = ...` statement',
         )
         code = INHERIT.replace("FINAL", _subscripted_name(anchor)).replace("OUTPUT", _assigned_name(parent_call))
         label = f'{where}: before `extra_fields["global_steps"] = ...`'
@@ -99,7 +88,8 @@ class VerlRequestIdAsync(PatchRule):
 
 
 def _assigned_name(statement: cst.BaseStatement) -> str:
-    assign = m.extract(statement, m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(target=m.SaveMatchedNode(m.Name(), "name"))])]))
+    name = m.SaveMatchedNode(m.Name(), "name")
+    assign = m.extract(statement, m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(target=name)])]))
     assert assign is not None
     return assign["name"].value  # type: ignore[union-attr]
 
