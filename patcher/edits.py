@@ -9,6 +9,7 @@ edited other parts of a patched file.
 
 from __future__ import annotations
 
+import difflib
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Callable, Literal, Sequence
@@ -126,14 +127,22 @@ def locate(module: cst.Module, insertion: Insertion) -> Site:
         first = anchor_at + 1
     window = [index for index in range(first, first + count) if 0 <= index < len(body)]
     expected = [statement_code(module, statement) for statement in insertion.statements]
-    matched = [
-        index for offset, index in enumerate(range(first, first + count))
-        if index in window and statement_code(module, body[index]) == expected[offset]
-    ]
+    matched, edited = [], []
+    for offset, index in enumerate(range(first, first + count)):
+        if index not in window:
+            continue
+        found = statement_code(module, body[index])
+        if found == expected[offset]:
+            matched.append(index)
+        elif _resembles(found, expected[offset]):
+            edited.append(index)
     units = count + (1 if hoist is not None else 0)
     indices = tuple(matched) + ((hoist_at,) if hoisted and swapped else ())
     if len(indices) == units:
         return Site(insertion, "applied", indices)
+    if edited:
+        line = _line_of(module, body[edited[0]])
+        return Site(insertion, "drifted", tuple(matched), f"inserted code edited at line {line}")
     if not matched and not hoisted and not swapped:
         return Site(insertion, "absent", ())
     return Site(
@@ -142,6 +151,24 @@ def locate(module: cst.Module, insertion: Insertion) -> Site:
         indices,
         f"{len(indices)} of {units} inserted statements intact {insertion.where} the anchor",
     )
+
+
+def _resembles(found: str, expected: str) -> bool:
+    """Whether a statement looks like an edited copy of an inserted one.
+
+    A compound statement keeps its first line (`if _dump_this_pass:`) when its body is edited; a
+    simple statement must be nearly the same text, so that an upstream neighbour such as
+    `self.module = module` is never mistaken for an edited `self._debugger = None`.
+    """
+    found_lines, expected_lines = found.splitlines(), expected.splitlines()
+    if len(expected_lines) > 1 and found_lines[:1] == expected_lines[:1]:
+        return True
+    return difflib.SequenceMatcher(None, found, expected, autojunk=False).ratio() >= 0.85
+
+
+def _line_of(module: cst.Module, statement: cst.BaseStatement) -> str:
+    # Positions need a metadata pass; the statement's first code line is as telling and free.
+    return repr(statement_code(module, statement).splitlines()[0].strip())
 
 
 class _BodyRewriter(cst.CSTTransformer):

@@ -18,7 +18,8 @@ import libcst as cst
 from libcst import matchers as m
 
 from rlpatch.patchrule import AnchorError, Insertion, at_function_start
-from rlpatch.rules.verl_prompts_only import PROMPTS_ONLY_IS_ON, VerlConsistencyRule
+
+from ._verl_consistency import PROMPTS_ONLY_IS_ON, VerlConsistencyRule
 
 SKIP_METRICS = """
 import os
@@ -37,15 +38,20 @@ if {{switch}} or not all(
     }
 """
 
-GOOD_CASE = '''
+VALID = [
+    '''
 import logging
 logger = logging.getLogger(__file__)
 
 def calculate_debug_metrics(data):
     """Rollout vs actor log-prob diff."""
     return {}
-'''
-BAD_CASE = GOOD_CASE.replace('"""Rollout vs actor log-prob diff."""', "pass")  # no docstring: refuse
+''',
+]
+INVALID = [
+    VALID[0].replace('"""Rollout vs actor log-prob diff."""', "pass"),  # no docstring
+    VALID[0].replace("logger = logging.getLogger(__file__)", ""),  # no module logger for the warning
+]
 
 MODULE_LOGGER = m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(target=m.Name("logger"))])])
 

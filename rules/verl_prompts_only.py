@@ -16,71 +16,22 @@ from __future__ import annotations
 import libcst as cst
 from libcst import matchers as m
 
-from rlpatch.patchrule import (
-    Gate,
-    Insertion,
-    PatchRule,
-    Target,
-    exactly_one,
-    find_class,
-    find_method,
-    find_statements,
-    parse_statements,
-    since_gate,
-)
+from rlpatch.patchrule import Insertion, exactly_one, find_class, find_method, find_statements
 
-# The switch every consistency rule reads. Unset, empty, 0/false/no/off mean off; anything else on
-# (the msprobe guide sets PROMPTS_ONLY=1). Shared with the other verl consistency rules.
-PROMPTS_ONLY_IS_ON = 'os.environ.get("PROMPTS_ONLY", "").strip().lower() not in ("", "0", "false", "no", "off")'
+from ._verl_consistency import VerlConsistencyRule, trim_to_prompts
 
-
-# The trimming, in the block of `{{batch}}` (a DataProto). Loop names are prefixed: they become
-# locals of the function the code is inserted into.
-TRIM_TO_PROMPTS = """
-compute_prompts_only = {{switch}}
-if compute_prompts_only and "responses" in {{batch}}.batch.keys():
-    # PROMPTS_ONLY: keep the prompt tokens only, so that recomputing log-probs is the same prefill
-    # the inference engine ran. position_ids is (batch, seq) or (batch, 3, seq) for mrope.
-    responses_len = {{batch}}.batch["responses"].size(-1)
-    for prompts_only_key in ("input_ids", "attention_mask", "position_ids"):
-        prompts_only_full = {{batch}}.batch[prompts_only_key]
-        {{batch}}.batch[prompts_only_key] = prompts_only_full[..., : prompts_only_full.size(-1) - responses_len]
-    for prompts_only_key in ("responses", "rollout_log_probs", "response_mask"):
-        if prompts_only_key in {{batch}}.batch.keys():
-            {{batch}}.batch[prompts_only_key] = {{batch}}.batch[prompts_only_key][:, :0]
-"""
-
-
-def trim_to_prompts(batch: str) -> tuple[cst.BaseStatement, ...]:
-    """The trimming statements for the DataProto bound to the local `batch`."""
-    return parse_statements(TRIM_TO_PROMPTS, switch=PROMPTS_ONLY_IS_ON, batch=batch)
-
-
-# Cases the anchor must accept and refuse (tests build fixtures from them).
-GOOD_CASE = """
+# Cases the anchor must accept and refuse (tests/test_patch_rule_cases.py runs them).
+VALID = [
+    """
 class RayPPOTrainer:
     def fit(self):
         for batch in data:
             bypass_recomputing_logprobs = False
             if bypass_recomputing_logprobs:
                 pass
-"""
-BAD_CASE = GOOD_CASE.replace("if bypass_recomputing_logprobs:", "if bypass:")  # anchor renamed: refuse
-
-
-class VerlConsistencyRule(PatchRule):
-    """Base of the verl consistency rules: mode `consistency`, not applicable before `since`."""
-
-    package = "verl"
-    modes = frozenset({"consistency"})
-    since: str = "0.7.0"
-    # Why a release before `since` has nothing to patch.
-    before_since: str = (
-        "the consistency set starts at verl 0.7.0 (0.6.x actors run the legacy workers the dump does not reach)"
-    )
-
-    def gate(self, target: Target) -> Gate:
-        return since_gate(target, self.since, self.before_since)
+""",
+]
+INVALID = [VALID[0].replace("if bypass_recomputing_logprobs:", "if bypass:")]  # anchor renamed
 
 
 class VerlPromptsOnly(VerlConsistencyRule):

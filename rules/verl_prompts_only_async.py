@@ -16,7 +16,8 @@ import libcst as cst
 from libcst import matchers as m
 
 from rlpatch.patchrule import Insertion, exactly_one, find_class, find_method, find_statements
-from rlpatch.rules.verl_prompts_only import VerlConsistencyRule, trim_to_prompts
+
+from ._verl_consistency import VerlConsistencyRule, trim_to_prompts
 
 # `<name>.meta_info["temperature"] = ...`: the batch is whatever name the anchor stores into.
 TEMPERATURE_STORE = m.SimpleStatementLine(
@@ -36,14 +37,16 @@ TEMPERATURE_STORE = m.SimpleStatementLine(
     ]
 )
 
-GOOD_CASE = """
+VALID = [
+    """
 class FullyAsyncTrainer:
     async def _fit_generate(self, batch=None):
         epoch, batch = await self._get_samples_from_queue()
         batch.meta_info["temperature"] = 1.0
         return batch
-"""
-BAD_CASE = GOOD_CASE.replace('batch.meta_info["temperature"] = 1.0', "pass")  # no anchor: refuse
+""",
+]
+INVALID = [VALID[0].replace('batch.meta_info["temperature"] = 1.0', "pass")]  # no anchor
 
 
 class VerlPromptsOnlyAsync(VerlConsistencyRule):

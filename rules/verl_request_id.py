@@ -39,7 +39,8 @@ from rlpatch.patchrule import (
     find_statements,
     parse_statements,
 )
-from rlpatch.rules.verl_prompts_only import VerlConsistencyRule
+
+from ._verl_consistency import VerlConsistencyRule
 
 AGENT_LOOP = "verl/experimental/agent_loop/agent_loop.py"
 LLM_SERVER = "verl/workers/rollout/llm_server.py"
@@ -56,7 +57,39 @@ SEND_STATEMENT = m.SimpleStatementLine(
 )
 RECORD_ID = 'OUTPUT.extra_fields["request_id"] = vllm_request_id'
 
-GOOD_CASE = """
+# Checked as agent_loop.py (the rule's first file): the 0.7.0 and 0.7.1 shapes.
+VALID = [
+    """
+class AsyncLLMServerManager:
+    async def generate(self, request_id, *, prompt_ids):
+        server = self._choose_server(request_id)
+        output = await server.generate.remote(
+            request_id=uuid4().hex,  # use new request_id for each turn
+            prompt_ids=prompt_ids,
+        )
+        return output
+""",
+    """
+class AsyncLLMServerManager:
+    async def generate(self, request_id, *, prompt_ids):
+        server_id, server = await self._acquire_server(request_id)
+        try:
+            output: TokenOutput = await server.generate.remote(
+                request_id=uuid4().hex,  # use new request_id for each turn
+                prompt_ids=prompt_ids,
+            )
+            return output
+        finally:
+            self._release_server(server_id)
+""",
+]
+INVALID = [
+    VALID[1].replace("request_id=uuid4().hex,", ""),  # no request_id= argument
+    VALID[1].replace("request_id=uuid4().hex,", "request_id=uuid4(\n            ).hex,"),  # spans two lines
+    VALID[1].replace("await server.generate.remote(", "await server.chat.remote("),  # no generate call
+]
+# The 0.9.x shape, checked as llm_server.py by tests/test_verl_consistency_rules.py.
+VALID_LLM_SERVER = """
 class LLMServerClient:
     async def generate(self, request_id, *, prompt_ids):
         server_id, server = await self._acquire_server(request_id)
@@ -69,7 +102,6 @@ class LLMServerClient:
         finally:
             self._release_server(server_id)
 """
-BAD_CASE = GOOD_CASE.replace("request_id=self._vllm_request_id(request_id),", "")  # no request_id=: refuse
 
 
 class VerlRequestId(VerlConsistencyRule):

@@ -19,7 +19,8 @@ import libcst as cst
 from libcst import matchers as m
 
 from rlpatch.patchrule import Insertion, exactly_one, find_class, find_method, find_statements, parse_statements
-from rlpatch.rules.verl_prompts_only import VerlConsistencyRule
+
+from ._verl_consistency import VerlConsistencyRule
 
 ROLLOUTER = "verl/experimental/fully_async_policy/fully_async_rollouter.py"
 LLM_SERVER = "verl/workers/rollout/llm_server.py"
@@ -46,7 +47,8 @@ PARENT_GENERATE = m.SimpleStatementLine(
 )
 INHERIT = "FINAL.extra_fields.update(OUTPUT.extra_fields)"
 
-GOOD_CASE = """
+VALID = [
+    """
 class FullyAsyncLLMServerClient(LLMServerClient):
     async def generate(self, request_id, *, prompt_ids):
         final_output = TokenOutput(token_ids=[])
@@ -55,8 +57,12 @@ class FullyAsyncLLMServerClient(LLMServerClient):
             break
         final_output.extra_fields["global_steps"] = global_steps
         return final_output
-"""
-BAD_CASE = GOOD_CASE.replace("await super().generate", "await self.generate")  # no parent output: refuse
+""",
+]
+INVALID = [
+    VALID[0].replace("await super().generate", "await self.generate"),  # no parent output
+    VALID[0].replace('final_output.extra_fields["global_steps"] = global_steps', "pass"),  # no anchor
+]
 
 
 class VerlRequestIdAsync(VerlConsistencyRule):

@@ -16,7 +16,8 @@ from __future__ import annotations
 import libcst as cst
 
 from rlpatch.patchrule import Insertion, at_function_start
-from rlpatch.rules.verl_prompts_only import PROMPTS_ONLY_IS_ON, VerlConsistencyRule
+
+from ._verl_consistency import PROMPTS_ONLY_IS_ON, VerlConsistencyRule
 
 SKIP_CORRECTION = """
 import os
@@ -26,12 +27,14 @@ if {{switch}}:
     return {{first_parameter}}, {}
 """
 
-GOOD_CASE = '''
+VALID = [
+    '''
 def compute_rollout_correction_and_add_to_batch(batch, rollout_corr_config):
     """Compute rollout correction weights."""
     return batch, {"rollout_corr/x": 1.0}
-'''
-BAD_CASE = GOOD_CASE.replace("compute_rollout_correction_and_add_to_batch", "compute_rollout_correction")
+''',
+]
+INVALID = [VALID[0].replace("compute_rollout_correction_and_add_to_batch", "compute_rollout_correction")]
 
 
 class VerlRolloutCorr(VerlConsistencyRule):

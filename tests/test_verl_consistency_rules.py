@@ -13,9 +13,8 @@ import pytest
 from consistency_set import RULE_IDS, RULES, applicable, apply_set, site_states, strip_set
 from scopecheck import scope_problems
 
-from rlpatch import edits
-from rlpatch.patchrule import AnchorError, PatchRule
-from rlpatch.rules import PATCH_RULE_MODULES, load
+from rlpatch import edits, registry
+from rlpatch.patchrule import AnchorError
 from rlpatch.rules.verl_request_id import VerlRequestId
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "verl_aux"
@@ -44,65 +43,28 @@ EXPECTED = {
 }
 
 
-def _module_of(rule: type[PatchRule]):
-    import sys
-
-    return sys.modules[rule.__module__]
-
-
-def _path_for_case(rule: type[PatchRule]) -> str:
-    # The request-id cases have the llm_server.py shape; every other rule has one file.
-    return rule.files[-1]
-
-
 # ------------------------------------------------------------------------------------------------
 # Registry and rule metadata
 # ------------------------------------------------------------------------------------------------
 
 
 def test_rules_are_registered_in_mode_consistency() -> None:
-    registered = {rule_module.__name__.rsplit(".", 1)[1] for rule_module in load(tuple(
-        name for name in PATCH_RULE_MODULES if name.startswith("verl_") and "engine" not in name
-    ))}
-    assert {rule.__module__.rsplit(".", 1)[1] for rule in RULES} <= registered
+    registered = {rule.id: rule for rule in registry.patch_rules()}
     for rule in RULES:
-        assert rule.modes == frozenset({"consistency"})
-        assert rule.package == "verl"
+        assert isinstance(registered[rule.id], rule)
+        assert rule.modes == frozenset({"consistency"}) and rule.package == "verl"
         assert rule.summary() and rule.versions
 
 
 # ------------------------------------------------------------------------------------------------
-# Each rule's own good and bad cases
+# Anchors (each rule's VALID / INVALID cases run in tests/test_patch_rule_cases.py)
 # ------------------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("rule", RULES, ids=lambda rule: rule.id)
-def test_good_case_applies_compiles_and_strips_exactly(rule: type[PatchRule]) -> None:
-    path = _path_for_case(rule)
-    source = _module_of(rule).GOOD_CASE
-    module = cst.parse_module(source)
-    insertions = rule().insertions(path, module)
-    assert insertions and all(edits.locate(module, i).state == "absent" for i in insertions)
-    patched = edits.insert(module, insertions).code
-    compile(patched, path, "exec")
-    again = cst.parse_module(patched)
-    sites = [edits.locate(again, i) for i in rule().insertions(path, again)]
-    assert [site.state for site in sites] == ["applied"] * len(insertions)
-    assert edits.strip(again, sites).code == source
-
-
-@pytest.mark.parametrize("rule", RULES, ids=lambda rule: rule.id)
-def test_bad_case_refuses_with_an_anchor_error(rule: type[PatchRule]) -> None:
-    path = _path_for_case(rule)
-    with pytest.raises(AnchorError) as raised:
-        rule().insertions(path, cst.parse_module(_module_of(rule).BAD_CASE))
-    assert path in str(raised.value)
 
 
 def test_duplicated_anchor_is_ambiguous() -> None:
     from rlpatch.rules import verl_prompts_only
 
-    doubled = verl_prompts_only.GOOD_CASE.replace(
+    doubled = verl_prompts_only.VALID[0].replace(
         "            if bypass_recomputing_logprobs:\n                pass\n",
         "            if bypass_recomputing_logprobs:\n                pass\n" * 2,
     )
@@ -118,7 +80,7 @@ def test_duplicated_anchor_is_ambiguous() -> None:
 def _request_id_case() -> tuple[str, str]:
     from rlpatch.rules import verl_request_id
 
-    return verl_request_id.LLM_SERVER, verl_request_id.GOOD_CASE
+    return verl_request_id.LLM_SERVER, verl_request_id.VALID_LLM_SERVER
 
 
 def _patched_request_id_case() -> tuple[str, str, str]:
