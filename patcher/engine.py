@@ -219,6 +219,21 @@ class Session:
         return FilePlan(new.path, "drifted", new_file=new, detail="the file differs from what the patch creates")
 
 
+def set_state(reports: Sequence[RuleReport]) -> tuple[RuleState, list[str]]:
+    """The state of a set of rules on one target, and the files where the set is not in place.
+
+    A set some of whose rules are applied and others not (one file reverted by hand) is partial;
+    rules that do not apply to the release do not count.
+    """
+    active = [report for report in reports if report.state != "not-applicable"]
+    states = [report.state for report in active]
+    state: RuleState = "refused" if "refused" in states else _combine(states)
+    files = sorted({
+        plan.relative for report in active if report.state != "applied" for plan in report.files if plan.state != "applied"
+    })
+    return state, files
+
+
 def _describe(report: RuleReport) -> str:
     if report.state == "applied":
         return "applied"
