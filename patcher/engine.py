@@ -187,6 +187,9 @@ class Session:
             return FilePlan(relative, "applied")  # fast path: the exact bytes rlpatch wrote
         from rlpatch import edits
 
+        needle = rule.anchor_text(relative)
+        if needle is not None and needle not in source.text:
+            return FilePlan(relative, "not-applicable", detail="no anchor of the rule in this file")
         module = source.module()
         insertions = rule.insertions(relative, module)
         if not insertions:

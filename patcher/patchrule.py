@@ -137,6 +137,14 @@ class PatchRule:
         """Files this rule creates in the tree."""
         return []
 
+    def anchor_text(self, path: str) -> str | None:
+        """Text every version of `path` holding this rule's anchor contains, or None.
+
+        For rules whose anchor moved between files across releases: a file without this text has
+        no anchor of the rule, and the engine skips parsing it (verify stays fast).
+        """
+        return None
+
 
 # ---------------------------------------------------------------------------------------------
 # Helpers for writing rules: locating anchors and building statements from templates.

@@ -61,7 +61,7 @@ class VerlDebugMetrics(VerlConsistencyRule):
 
     id = "verl-debug-metrics"
     files = ("verl/utils/debug/metrics.py",)
-    versions = ">=0.7.0 (anchor checked 0.6.0 to 0.9.1)"
+    versions = "0.7.0+ (anchor also in 0.6.x)"
     markers = ("PROMPTS_ONLY",)
 
     def insertions(self, path: str, module: cst.Module) -> list[Insertion]:

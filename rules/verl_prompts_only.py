@@ -39,7 +39,7 @@ class VerlPromptsOnly(VerlConsistencyRule):
 
     id = "verl-prompts-only"
     files = ("verl/trainer/ppo/ray_trainer.py",)
-    versions = ">=0.7.0 (anchor checked 0.7.0 to 0.9.1)"
+    versions = "0.7.0+ (anchor checked 0.7.0 to 0.9.1)"
     markers = ("compute_prompts_only", "responses_len")
 
     def insertions(self, path: str, module: cst.Module) -> list[Insertion]:

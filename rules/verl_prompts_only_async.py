@@ -54,7 +54,7 @@ class VerlPromptsOnlyAsync(VerlConsistencyRule):
 
     id = "verl-prompts-only-async"
     files = ("verl/experimental/fully_async_policy/fully_async_trainer.py",)
-    versions = ">=0.8.0 (anchor checked 0.8.0 to 0.9.1)"
+    versions = "0.8.0+ (anchor checked 0.8.0 to 0.9.1)"
     markers = ("compute_prompts_only", "responses_len")
     since = "0.8.0"
     before_since = "no fully-async trainer in this release (FullyAsyncTrainer ships from 0.8.0)"

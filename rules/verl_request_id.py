@@ -109,7 +109,7 @@ class VerlRequestId(VerlConsistencyRule):
 
     id = "verl-request-id"
     files = (AGENT_LOOP, LLM_SERVER)
-    versions = ">=0.7.1 (0.7.x agent_loop.py; 0.8.0+ llm_server.py)"
+    versions = "0.7.1+ (0.7.x agent_loop.py; 0.8.0+ llm_server.py; not 0.7.0)"
     markers = ()
 
     def gate(self, target: Target) -> Gate:
@@ -117,6 +117,9 @@ class VerlRequestId(VerlConsistencyRule):
             return Gate("not-applicable", f"verl {target.version_text}: TokenOutput has no extra_fields before 0.7.1, "
                         "so no request id can travel to the trainer")
         return super().gate(target)
+
+    def anchor_text(self, path: str) -> str | None:
+        return f"class {CLIENT_CLASS[path]}" if path == AGENT_LOOP else None
 
     def insertions(self, path: str, module: cst.Module) -> list[Insertion]:
         class_name = CLIENT_CLASS[path]

@@ -70,10 +70,13 @@ class VerlRequestIdAsync(VerlConsistencyRule):
 
     id = "verl-request-id-async"
     files = (ROLLOUTER, LLM_SERVER)
-    versions = ">=0.8.0 (0.8.x fully_async_rollouter.py; 0.9.0+ llm_server.py)"
+    versions = "0.8.0+ (0.8.x fully_async_rollouter.py; 0.9.0+ llm_server.py)"
     markers = ()
     since = "0.8.0"
     before_since = "no FullyAsyncLLMServerClient in this release (it ships from 0.8.0)"
+
+    def anchor_text(self, path: str) -> str | None:
+        return f"class {CLIENT_CLASS}"
 
     def insertions(self, path: str, module: cst.Module) -> list[Insertion]:
         if not any(isinstance(s, cst.ClassDef) and s.name.value == CLIENT_CLASS for s in module.body):

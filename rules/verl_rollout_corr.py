@@ -42,7 +42,7 @@ class VerlRolloutCorr(VerlConsistencyRule):
 
     id = "verl-rollout-corr"
     files = ("verl/trainer/ppo/rollout_corr_helper.py",)
-    versions = ">=0.7.0 (anchor checked 0.6.1 to 0.9.1)"
+    versions = "0.7.0+ (anchor also in 0.6.1)"
     markers = ("PROMPTS_ONLY",)
 
     def insertions(self, path: str, module: cst.Module) -> list[Insertion]:

@@ -206,3 +206,21 @@ def test_fixture_trees_take_the_whole_set(tmp_path: Path) -> None:
             assert scope_problems(original, patched, path) == []
         strip_set(root, None)
         assert _tree_bytes(root) == pristine
+
+
+@pytest.mark.upstream
+@pytest.mark.parametrize("version", RELEASES)
+def test_anchor_text_never_hides_an_anchor(version: str) -> None:
+    # The engine skips parsing a file without the rule's anchor text: that must only ever skip
+    # files where the rule finds nothing anyway.
+    from rlpatch.wheelcache import unpacked_tree
+
+    root = unpacked_tree("verl", version)
+    for rule in (rule_class() for rule_class in RULES):
+        for path in rule.files:
+            needle = rule.anchor_text(path)
+            if needle is None or not (root / path).is_file():
+                continue
+            text = (root / path).read_text()
+            if needle not in text:
+                assert rule.insertions(path, cst.parse_module(text)) == [], (rule.id, path)
