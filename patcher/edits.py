@@ -163,7 +163,9 @@ def _resembles(found: str, expected: str) -> bool:
     found_lines, expected_lines = found.splitlines(), expected.splitlines()
     if len(expected_lines) > 1 and found_lines[:1] == expected_lines[:1]:
         return True
-    return difflib.SequenceMatcher(None, found, expected, autojunk=False).ratio() >= 0.85
+    matcher = difflib.SequenceMatcher(None, found, expected, autojunk=False)
+    # The cheap upper bounds first: the neighbour of an anchor is often a whole loop or method.
+    return matcher.real_quick_ratio() >= 0.85 and matcher.quick_ratio() >= 0.85 and matcher.ratio() >= 0.85
 
 
 def _line_of(module: cst.Module, statement: cst.BaseStatement) -> str:

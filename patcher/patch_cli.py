@@ -275,11 +275,19 @@ def status_cmd(**options: Any) -> int:
 @format_option
 def revert_cmd(**options: Any) -> int:
     """Take the selected rules out of the trees, restoring files byte for byte."""
+    rules, targets = _setup(options)
+    roots = [target.root for target in targets]
+    try:
+        return _revert(options, rules, targets, roots)
+    finally:
+        for root in roots:
+            transaction.remove_state_if_empty(root)
+
+
+def _revert(options: dict[str, Any], rules: Sequence[PatchRule], targets: Sequence[Target], roots: list[str]) -> int:
     from rlpatch import engine
 
-    rules, targets = _setup(options)
-    roots = [target.root for target in targets if transaction.state_dir(target.root).exists()]
-    with transaction.locked_all(roots, create=False):
+    with transaction.locked_all(roots):
         _recover(targets)
         session = Session(targets)
         reports = _reports(session, rules, targets, structural=True)
@@ -304,8 +312,6 @@ def revert_cmd(**options: Any) -> int:
             elif report.state == "absent":
                 report.message = "not applied, nothing to do"
         print_reports(reports, targets, options["output_format"])
-    for root in roots:
-        transaction.remove_state_if_empty(root)
     return EXIT_OK
 
 

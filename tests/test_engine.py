@@ -395,3 +395,19 @@ def test_no_tree_found_is_an_input_error(tmp_path):
     if "using verl" in result.stderr:
         pytest.skip("a verl is installed in this interpreter")
     assert result.returncode == 2 and "no tree of verl found" in result.stderr
+
+
+def test_dry_run_writes_nothing(tree):
+    before = snapshot(tree)
+    result = apply(tree, "--dry-run")
+    assert result.exit_code == 0 and result.stdout.count("would apply") == 2
+    assert snapshot(tree) == before
+
+
+def test_revert_without_state_folder_strips_the_patch(tree):
+    pristine = snapshot(tree)
+    apply(tree)
+    shutil.rmtree(tree / ".rlpatch")  # manifest and originals lost: revert works from structure alone
+    result = run_cli("revert", "--verl-root", str(tree))
+    assert result.exit_code == 0, result.stderr
+    assert snapshot(tree) == pristine
