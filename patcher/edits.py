@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import difflib
 from collections import defaultdict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Literal, Sequence
+from typing import Literal
 
 import libcst as cst
 
@@ -65,7 +66,7 @@ def keyword_argument(anchor: cst.BaseStatement, keyword: str) -> cst.Arg:
     Raises ValueError otherwise: rules call this while locating, to refuse with an AnchorError.
     """
     if not isinstance(anchor, cst.SimpleStatementLine):
-        raise ValueError(f"the statement holding {keyword}= is not a simple statement")
+        raise ValueError(f"the statement holding {keyword}= is not a simple statement")  # noqa: TRY004
     finder = _KeywordArguments(keyword)
     anchor.visit(finder)
     if len(finder.found) != 1:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import libcst as cst
 from libcst import matchers as m
-
 from rlpatch.edits import keyword_argument
 from rlpatch.patchrule import (
     AnchorError,

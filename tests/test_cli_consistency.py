@@ -7,11 +7,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from conftest import run_cli, snapshot
-from scopecheck import scope_problems
-
 from rlpatch.wheelcache import fresh_copy, unpacked_tree
+from scopecheck import scope_problems
 
 pytestmark = pytest.mark.upstream
 

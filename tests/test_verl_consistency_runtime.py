@@ -12,12 +12,12 @@ import importlib
 import logging
 import shutil
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
-
 from consistency_set import apply_set
 
 torch = pytest.importorskip("torch")
