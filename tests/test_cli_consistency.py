@@ -62,12 +62,13 @@ def test_apply_mode_consistency_on_a_release(verl_tree, tmp_path: Path, version:
     again = run_cli("apply", *root)
     assert again.exit_code == 0 and snapshot(tree) == patched_tree  # idempotent
 
-    copy = fresh_copy("verl", version, tmp_path / "copy")
     diff_file = tmp_path / "consistency.diff"
     diff_file.write_text(diff.stdout, encoding="utf-8")
-    subprocess.run(["git", "apply", str(diff_file)], cwd=copy, check=True, capture_output=True)
-    for relative in touched:
-        assert (copy / relative).read_bytes() == (tree / relative).read_bytes(), relative
+    for tool in (["git", "apply"], ["patch", "-p1", "-s", "-i"]):
+        copy = fresh_copy("verl", version, tmp_path / f"copy-{tool[0]}")
+        subprocess.run([*tool, str(diff_file)], cwd=copy, check=True, capture_output=True)
+        for relative in touched:
+            assert (copy / relative).read_bytes() == (tree / relative).read_bytes(), (tool[0], relative)
 
     assert run_cli("revert", *root).exit_code == 0
     assert snapshot(tree) == pristine
