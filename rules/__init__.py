@@ -16,7 +16,16 @@ PATCH_RULE_MODULES: tuple[str, ...] = (
     "verl_engine_megatron",
 )
 
-LINT_RULE_MODULES: tuple[str, ...] = ()
+LINT_RULE_MODULES: tuple[str, ...] = (
+    "rl001_no_entry_point",
+    "rl002_unresolved_values",
+    "rl003_broken_continuation",
+    "rl101_enforce_eager",
+    "rl102_mixed_inference_backends",
+    "rl103_inference_dump_needs_plus",
+    "rl104_training_config_dump_path",
+    "rl105_inference_config_dump_path",
+)
 
 
 def load(module_names: tuple[str, ...]) -> list[ModuleType]:
