@@ -25,6 +25,23 @@ LINT_RULE_MODULES: tuple[str, ...] = (
     "rl103_inference_dump_needs_plus",
     "rl104_training_config_dump_path",
     "rl105_inference_config_dump_path",
+    "rl106_precision_debugger_keys",
+    "rl107_precision_debugger_stages",
+    "rl108_ignored_stages",
+    "rl109_msprobe_level_mix",
+    "rl110_precision_debugger_needs_verl_08",
+    "rl111_nested_debuggers",
+    "rl201_rollout_tp_equals_cards",
+    "rl202_megatron_parallel_match",
+    "rl203_rollout_pipeline_parallel",
+    "rl204_single_mini_batch",
+    "rl205_no_gradient_accumulation",
+    "rl206_ulysses_sp_off",
+    "rl207_dynamic_batch_off",
+    "rl208_trainer_batch_flags",
+    "rl209_rollout_skip_off",
+    "rl210_rollout_correction_off",
+    "rl211_consistency_env",
 )
 
 

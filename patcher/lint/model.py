@@ -120,6 +120,11 @@ class Setting:
     def related(self) -> tuple[Span, ...]:
         return self.override.related() if self.override is not None else ()
 
+    @property
+    def key_span(self) -> Span:
+        """Where the override's key is written (the entry token for defaults)."""
+        return self.override.span if self.override is not None else self.span
+
     def describe(self) -> str:
         where = {"override": "", "config": " (from the config file)", "default": " (verl default)",
                  "absent": " (not set)"}[self.source]
