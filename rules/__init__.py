@@ -42,6 +42,14 @@ LINT_RULE_MODULES: tuple[str, ...] = (
     "rl209_rollout_skip_off",
     "rl210_rollout_correction_off",
     "rl211_consistency_env",
+    "rl212_env_reaches_ray_workers",
+    "rl213_agent_loop_workers",
+    "rl214_rollout_dp_on_npu",
+    "rl401_rollout_replicas_fit_world",
+    "rl402_megatron_world_divisible",
+    "rl403_mini_batch_divisible_by_dp",
+    "rl404_micro_batch_divides_per_gpu",
+    "rl405_rollout_expert_parallel",
 )
 
 
