@@ -251,10 +251,11 @@ class Run:
 
     # ---- settings -------------------------------------------------------------------------------
     def last_override(self, key: str) -> Override | None:
-        for override in reversed(self.overrides):
-            if override.key == key:
-                return override
-        return None
+        count, index = self.__dict__.get("_last_index", (-1, {}))
+        if count != len(self.overrides):
+            index = {o.key: o for o in self.overrides}  # later overrides win, as in Hydra
+            self.__dict__["_last_index"] = (len(self.overrides), index)
+        return index.get(key)
 
     def setting(self, key: str) -> Setting:
         override = self.last_override(key)

@@ -361,6 +361,10 @@ class Shell:
         left = self.run_node(children[0])
         operator = self.text(children[1]) if len(children) > 2 else ";"
         right = children[-1]
+        if left is None and not _is_test(children[0]):
+            # `cd dir && python3 ...`, `mkdir -p x || true`: an ordinary command is assumed to
+            # succeed; only tests (`[ -z "$X" ] && X=1`) are real alternatives worth a second path.
+            left = True
         if operator == "&&":
             return self.run_node(right) if self.decide(left) else False
         if operator == "||":
@@ -613,6 +617,21 @@ class Shell:
             self.run.stack.pop()
         if same_shell:
             self.functions.update(shell.functions)
+
+
+def _is_test(node) -> bool:
+    """A condition whose outcome decides the branch: `[ ]`, `[[ ]]`, `(( ))`, `test`, `! ...`, or a list of them."""
+    kind = node.type
+    if kind in ("test_command", "negated_command"):
+        return True
+    if kind == "compound_statement":
+        return bool(node.child_count) and node.children[0].type == "(("
+    if kind == "list":
+        return any(_is_test(child) for child in node.named_children)
+    if kind == "command":
+        name = node.child_by_field_name("name")
+        return name is not None and name.text in (b"test", b"[", b"[[")
+    return False
 
 
 def _compare(op: str, a: str, b: str, double: bool) -> bool | None:
