@@ -165,3 +165,15 @@ def test_launchers() -> None:
 def test_heredoc_body_is_not_a_command() -> None:
     run = runs_of("heredoc.sh")[0]
     assert [o.text for o in run.overrides] == ["trainer.nnodes=1"]
+
+
+def test_config_file_values_under_overrides() -> None:
+    run = runs_of("config_file.sh")[0]
+    assert (run.config_dir, run.config_name) == ("config", "my_trainer")
+    per_node = run.setting("trainer.n_gpus_per_node")
+    assert (per_node.value, per_node.source, os.path.basename(per_node.span.file), per_node.span.line) == (
+        "4", "config", "my_trainer.yaml", 5)
+    assert run.setting("trainer.nnodes").value == "1"  # the command line wins over the file
+    assert run.rollout_backend == "sglang"
+    assert run.world_size() == 4
+    assert run.env_reaches_workers() is True

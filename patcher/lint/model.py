@@ -360,6 +360,14 @@ class Run:
             product *= divisor  # type: ignore[operator]
         return (world // product if world % product == 0 else None), used
 
+    def env_reaches_workers(self) -> bool | None:
+        """Whether env exported by the launching shell reaches every Ray worker (single node, no
+        `ray job submit`); None when the node count is unknown."""
+        if self.launch.ray_submit:
+            return False
+        nodes = self.setting("trainer.nnodes").as_int()
+        return None if nodes is None else nodes <= 1
+
     SIZE_KEYS = (
         "trainer.n_gpus_per_node", "trainer.nnodes",
         f"{ROLLOUT}.tensor_model_parallel_size", f"{ROLLOUT}.data_parallel_size",
@@ -405,6 +413,7 @@ class Run:
             "env_sources": {name: {"how": var.how, "file": var.span.file, "line": var.span.line}
                             for name, var in sorted(self.env.items())},
             "ray_submit": self.launch.ray_submit,
+            "env_reaches_ray_workers": self.env_reaches_workers(),
             "unknown": [{"what": u.what, "file": u.span.file, "line": u.span.line, "column": u.span.column}
                         for u in self.unknown],
         }
