@@ -177,3 +177,13 @@ def test_config_file_values_under_overrides() -> None:
     assert run.rollout_backend == "sglang"
     assert run.world_size() == 4
     assert run.env_reaches_workers() is True
+
+
+def test_argument_count_is_unknown_without_args() -> None:
+    """`if [ "$#" -lt 2 ]; then exit 1; fi` (verl's SFT scripts): without `-- args` both paths are plausible."""
+    run = runs_of("usage_check.sh")[0]
+    assert run.launch.entry == "verl.trainer.fsdp_sft_trainer"
+    assert [o.text for o in run.overrides] == ["trainer.default_local_dir=$2"]
+    with_args = runs_of("usage_check.sh", args=["8", "/ckpt", "trainer.nnodes=1"])[0]
+    assert [o.text for o in with_args.overrides] == ["trainer.default_local_dir=/ckpt", "trainer.nnodes=1"]
+    assert runs_of("usage_check.sh", args=["8"]) == []

@@ -140,6 +140,7 @@ class Shell:
         self.parsed = parsed
         self.variables = variables
         self.positional_words = positional
+        self.args_known = True  # False for a top-level script linted without `-- args`: $# is unknown
         self.functions: dict[str, tuple["Shell", object]] = {}
         self.depth = depth
         self.expander = Expander(source, self)
@@ -154,6 +155,9 @@ class Shell:
 
     def positional(self) -> list[Word]:
         return self.positional_words
+
+    def positional_known(self) -> bool:
+        return self.args_known
 
     def command_substitution(self, text: str, span: Span) -> Word | None:
         directory = os.path.dirname(self.source.path) or "."
@@ -538,6 +542,8 @@ class Shell:
         if name == "set" and len(argv) > 1 and argv[1].text == "--":
             self.positional_words = [arg.word for arg in argv[2:]]
             return True
+        if name == "set" and len(argv) > 1 and argv[1].text == "--":
+            self.args_known = True
         if name == "shift":
             count = int(argv[1].text) if len(argv) > 1 and (argv[1].text or "").isdigit() else 1
             self.positional_words = self.positional_words[count:]
@@ -564,8 +570,9 @@ class Shell:
         owner, body = self.functions[name]
         if self.depth > MAX_INCLUDE_DEPTH * 4:
             return None
-        saved = self.positional_words
+        saved, saved_known = self.positional_words, self.args_known
         self.positional_words = [arg.word for arg in args]
+        self.args_known = True
         self.depth += 1
         try:
             if owner is self:
@@ -576,7 +583,7 @@ class Shell:
             return None
         finally:
             self.depth -= 1
-            self.positional_words = saved
+            self.positional_words, self.args_known = saved, saved_known
 
     def include(self, args: list[Arg], node, same_shell: bool, prefix: dict[str, Value] | None = None) -> None:
         """`source FILE args` / `bash FILE args`: evaluate FILE when it exists, else note it."""
@@ -605,6 +612,7 @@ class Shell:
         if same_shell:
             shell = Shell(self.run, source, parsed, self.variables, positional, self.depth + 1)
             shell.functions = self.functions
+            shell.args_known = self.args_known or len(rest) > 1
         else:
             env = {name: value.copy() for name, value in self.launch_env(prefix or {}).items()}
             shell = Shell(self.run, source, parsed, env, positional, self.depth + 1)
@@ -726,6 +734,7 @@ class Evaluator:
             chooser = Chooser(plan)
             run = PathRun(self, chooser)
             shell = Shell(run, source, parsed, self.initial_variables(source), self.initial_args(source), 0)
+            shell.args_known = bool(self.options.args)
             run.stack.append(source.path)
             try:
                 shell.run_node(parsed.tree.root_node)

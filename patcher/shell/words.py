@@ -94,6 +94,9 @@ class Scope(Protocol):
     def positional(self) -> list[Word]:
         """$1 ... as words ("$@")."""
 
+    def positional_known(self) -> bool:
+        """Whether the argument count is known (`$#`): not for a top-level script linted without `--` args."""
+
     def command_substitution(self, text: str, span: Span) -> Word | None:
         """A `$(...)` the evaluator can answer without running anything (e.g. dirname "$0"), else None."""
 
@@ -339,7 +342,8 @@ class Expander:
                 out.add_multi(words, quoted)
             return
         if name == "#":
-            self._add_word(out, (Piece(str(len(self.scope.positional())), via),), quoted, join)
+            count = str(len(self.scope.positional())) if self.scope.positional_known() else None
+            self._add_word(out, (Piece(count, via, desc="" if count else "$#"),), quoted, join)
             return
         value = self._value(name)
         if isinstance(value, str) or value is None:
@@ -406,6 +410,8 @@ class Expander:
 
     def _length(self, name: str, of_array: bool, via: Span, whole: str) -> Piece:
         if name in "@*#":
+            if not self.scope.positional_known():
+                return Piece(None, via, desc=whole)
             return Piece(str(len(self.scope.positional())), via)
         value = self._value(name)
         if isinstance(value, str):
