@@ -187,3 +187,17 @@ def test_argument_count_is_unknown_without_args() -> None:
     with_args = runs_of("usage_check.sh", args=["8", "/ckpt", "trainer.nnodes=1"])[0]
     assert [o.text for o in with_args.overrides] == ["trainer.default_local_dir=/ckpt", "trainer.nnodes=1"]
     assert runs_of("usage_check.sh", args=["8"]) == []
+
+
+def test_followed_file_relative_to_an_upper_folder(tmp_path: Path) -> None:
+    """verl's scripts run `bash tests/special_e2e/x.sh` from the repository top, not from their own folder."""
+    (tmp_path / "tests" / "e2e").mkdir(parents=True)
+    (tmp_path / "tests" / "e2e" / "inner.sh").write_text('python3 -m verl.trainer.main_ppo "$@"\n')
+    (tmp_path / "tests" / "e2e" / "all.sh").write_text("NUM_GPUS=8 bash tests/e2e/inner.sh trainer.nnodes=1\n")
+    (tmp_path / "recipe").mkdir()
+    (tmp_path / "recipe" / "run.sh").write_text("cd recipe/gkd\npython3 -m main_gkd trainer.nnodes=2\n")
+    result = lint_path(str(tmp_path / "tests" / "e2e" / "all.sh"), LintOptions(), [])
+    assert [(o.text, o.span.line) for o in result.runs[0].overrides] == [("trainer.nnodes=1", 1)]
+    assert result.runs[0].env["NUM_GPUS"].text == "8"
+    recipe = lint_path(str(tmp_path / "recipe" / "run.sh"), LintOptions(), [])
+    assert recipe.runs[0].launch.entry == "main_gkd"

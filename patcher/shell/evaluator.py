@@ -710,12 +710,21 @@ class Evaluator:
         self.cache: dict[str, tuple[SourceFile, ParsedScript] | None] = {}
 
     def resolve(self, target: str, from_file: str) -> str | None:
-        candidates = [target] if os.path.isabs(target) else [
-            os.path.normpath(os.path.join(os.path.dirname(from_file), target)), os.path.normpath(target)]
-        for candidate in candidates:
+        """The file `bash/source TARGET` runs: relative to the script's folder, then to each folder
+        above it (verl's scripts are run from the repository top: `bash tests/special_e2e/...`),
+        then to the current directory."""
+        if os.path.isabs(target):
+            return target if os.path.isfile(target) else None
+        directory = os.path.dirname(from_file) or "."
+        for _ in range(12):
+            candidate = os.path.normpath(os.path.join(directory, target))
             if os.path.isfile(candidate):
                 return candidate
-        return None
+            parent = os.path.dirname(os.path.abspath(directory))
+            if parent == os.path.abspath(directory):
+                break
+            directory = os.path.relpath(parent) if not os.path.isabs(from_file) else parent
+        return os.path.normpath(target) if os.path.isfile(target) else None
 
     def load(self, path: str) -> tuple[SourceFile, ParsedScript] | None:
         if path not in self.cache:
