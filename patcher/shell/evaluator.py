@@ -98,7 +98,6 @@ class Evaluation:
     launches: list[Launch] = field(default_factory=list)
     unknowns: list[Unknown] = field(default_factory=list)
     paths: int = 0
-    followed: list[str] = field(default_factory=list)
 
 
 class Chooser:
@@ -339,8 +338,6 @@ class Shell:
                 value = self.variables.get(name)
                 if isinstance(value, Value):
                     value.exported = True
-                elif value is None and name not in self.variables:
-                    self.run.env_only(name)
 
     def arith_statement(self, node) -> bool | None:
         inner = self.text(node)[2:-2]
@@ -691,9 +688,6 @@ class PathRun:
 
     def unknown(self, what: str, span: Span) -> None:
         self.unknowns.append(Unknown(what, span))
-
-    def env_only(self, name: str) -> None:
-        pass
 
     def resolve(self, target: str, from_file: str) -> str | None:
         return self.evaluator.resolve(target, from_file)
