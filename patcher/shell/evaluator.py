@@ -253,12 +253,11 @@ class Shell:
         """Character ranges of the words among `nodes`, merging siblings that touch (error recovery)."""
         current: tuple[int, int] | None = None
         for node in nodes:
-            if node.type in _SKIP_ARG_TYPES or (not node.is_named and node.type not in ("$", "word")):
-                if node.type in _SKIP_ARG_TYPES or node.type in ("(", ")"):
-                    if current:
-                        yield current
-                    current = None
-                    continue
+            if node.type in _SKIP_ARG_TYPES or node.type in ("(", ")"):  # redirects, comments, array parens
+                if current:
+                    yield current
+                current = None
+                continue
             start, end = self.start(node), self.end(node)
             if current is not None and current[1] == start:
                 current = (current[0], end)
