@@ -66,7 +66,11 @@ class Override:
 
     def related(self) -> tuple[Span, ...]:
         """Use sites that differ from where the value was written (for findings)."""
-        spans = {p.via for p in self.arg.origins(len(self.prefix) + len(self.key) + 1) if p.via is not None}
+        spans = set()
+        for piece in self.arg.origins(len(self.prefix) + len(self.key) + 1):
+            spans.update(piece.chain)
+            if piece.via is not None:
+                spans.add(piece.via)
         primary = self.value_span
         return tuple(sorted(s for s in spans if s != primary and s.file != "<command line>"))
 
