@@ -112,6 +112,47 @@ def lint_path(path: str, options: LintOptions, rules: list[LintRule], stdin_text
         return FileResult(path, error=f"{path}: script nested too deeply to read")
 
 
+# ---- many files: in-process or a worker pool ------------------------------------------------------
+LintTask = tuple[str, LintOptions, list[LintRule]]
+
+# What forked workers lint: set just before the pool forks, so workers inherit it instead of
+# unpickling options and rule objects for every file (only an index travels to a worker).
+_POOL_TASKS: list[LintTask] = []
+_POOL_STDIN: bytes | None = None
+
+
+def _lint_task(index: int) -> FileResult:
+    path, options, rules = _POOL_TASKS[index]
+    result = lint_path(path, options, rules, _POOL_STDIN)
+    # Only what the reporters read travels back: runs and the evaluation are large to pickle.
+    return FileResult(result.path, result.findings, error=result.error)
+
+
+def lint_paths(tasks: list[LintTask], stdin_text: bytes | None = None, jobs: int = 1) -> list[FileResult]:
+    """Lint every task, results in task order. With `jobs > 1` and several tasks, forked workers
+    share the files (like ruff); otherwise, and where fork is unavailable, they run in-process."""
+    workers = min(jobs, len(tasks))
+    if workers > 1:
+        import multiprocessing  # only here: a single-file run must not pay for the import
+
+        if "fork" in multiprocessing.get_all_start_methods():
+            return _lint_in_pool(tasks, stdin_text, workers, multiprocessing.get_context("fork"))
+    return [lint_path(path, options, rules, stdin_text) for path, options, rules in tasks]
+
+
+def _lint_in_pool(tasks: list[LintTask], stdin_text: bytes | None, workers: int, context) -> list[FileResult]:
+    global _POOL_TASKS, _POOL_STDIN
+    _POOL_TASKS, _POOL_STDIN = tasks, stdin_text
+    # Small chunks balance scripts of very different sizes; not one-by-one, which costs a round
+    # trip per file.
+    chunk = max(1, len(tasks) // (workers * 8))
+    try:
+        with context.Pool(workers) as pool:
+            return pool.map(_lint_task, range(len(tasks)), chunksize=chunk)
+    finally:
+        _POOL_TASKS, _POOL_STDIN = [], None
+
+
 def exit_code(results: list[FileResult], fail_on: str, exit_zero: bool) -> int:
     if any(result.error for result in results):
         return 2
@@ -218,5 +259,5 @@ def case_options(case: Case) -> LintOptions:
     return LintOptions(**values)
 
 
-__all__ = ["FileResult", "Span", "exit_code", "lint_case", "lint_path", "lint_source", "rule_by_code", "rule_classes",
+__all__ = ["FileResult", "LintTask", "Span", "exit_code", "lint_case", "lint_path", "lint_paths", "lint_source", "rule_by_code", "rule_classes",
            "select_rules"]

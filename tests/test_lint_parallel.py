@@ -1,0 +1,46 @@
+"""`rlpatch lint --jobs N` (forked workers) prints exactly what `--jobs 1` (in-process) prints."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+RLPATCH = [sys.executable, "-c", "from rlpatch.cli import main; main()"]
+FORMATS = ("concise", "full", "json", "github", "sarif")
+
+
+def lint(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run(RLPATCH + ["lint", *args], cwd=cwd, capture_output=True, timeout=120)
+
+
+def fixture_scripts() -> list[str]:
+    return [str(p.relative_to(ROOT)) for p in sorted((ROOT / "fixtures" / "lint").rglob("*.sh"))]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_parallel_output_is_byte_identical(fmt: str) -> None:
+    # A missing file and a directory in the middle: their errors keep their place and the exit code.
+    files = fixture_scripts()
+    files[3:3] = ["missing.sh", "fixtures/lint"]
+    serial = lint("--format", fmt, "--jobs", "1", *files)
+    assert serial.returncode == 2 and serial.stdout
+    for jobs in ("2", "3"):
+        parallel = lint("--format", fmt, "--jobs", jobs, *files)
+        assert (parallel.returncode, parallel.stdout, parallel.stderr) == (serial.returncode, serial.stdout,
+                                                                         serial.stderr)
+
+
+def test_parallel_exit_codes_match_serial() -> None:
+    files = [f for f in fixture_scripts() if "consistency" in f]
+    for extra in ([], ["--exit-zero"], ["--fail-on", "I"], ["--select", "RL0"]):
+        codes = {lint(*extra, "--jobs", jobs, *files).returncode for jobs in ("1", "2")}
+        assert len(codes) == 1, (extra, codes)
+
+
+def test_jobs_must_be_positive() -> None:
+    result = lint("--jobs", "0", "fixtures/lint/constructs/arith.sh")
+    assert result.returncode == 2
