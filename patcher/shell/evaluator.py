@@ -44,10 +44,12 @@ class Arg:
 
     word: Word
     span: Span
+    # The word's text (None when unknown), computed once: the launch model and the rules ask for
+    # it over and over (tens of thousands of times on a few hundred scripts).
+    text: str | None = field(init=False, repr=False, compare=False)
 
-    @property
-    def text(self) -> str | None:
-        return word_text(self.word)
+    def __post_init__(self) -> None:
+        self.text = word_text(self.word)
 
     @property
     def display(self) -> str:

@@ -38,13 +38,17 @@ class Span(NamedTuple):
         return self.line <= line <= self.end_line
 
 
+# `_new(Span, (...))` skips the Python-level NamedTuple __new__ (all five fields given, in order).
+_new = tuple.__new__
+
+
 class SourceFile:
     """The decoded text of one script with fast offset -> (line, column) conversion."""
 
     def __init__(self, path: str, text: str) -> None:
         self.path = path
         self.text = text
-        self._spans: dict[tuple[int, int], Span] = {}
+        self._spans: dict[int, Span] = {}  # (start << 32 | end) -> Span
         self.cache: dict = {}  # per-file memo for the evaluator (scope-independent word expansions)
         self._line_starts = [0]
         find = text.find
@@ -110,12 +114,21 @@ class SourceFile:
         return line + 1, offset - self._line_starts[line] + 1
 
     def span(self, start: int, end: int) -> Span:
-        key = (start, end)
+        # Hot (one call per word piece): an int key hashes faster than a tuple, and an end on the
+        # start's line (almost always) needs no second search.
+        key = (start << 32) | end
         span = self._spans.get(key)
         if span is None:
-            line, column = self.line_col(start)
-            end_line, end_column = self.line_col(max(end, start))
-            span = self._spans[key] = Span(self.path, line, column, end_line, end_column)
+            starts = self._line_starts
+            index = bisect.bisect_right(starts, start) - 1
+            if end < start:
+                end = start
+            if index + 1 < len(starts) and end >= starts[index + 1]:
+                end_index = bisect.bisect_right(starts, end) - 1
+            else:
+                end_index = index
+            span = self._spans[key] = _new(Span, (self.path, index + 1, start - starts[index] + 1, end_index + 1,
+                                                  end - starts[end_index] + 1))
         return span
 
     def line_text(self, line: int) -> str:

@@ -36,6 +36,10 @@ class Piece(NamedTuple):
 
 Word = tuple[Piece, ...]
 
+# `_new(Piece, (...))` builds a Piece without the Python-level NamedTuple __new__ (all six fields
+# given, in order): the expander creates one per literal run and per variable use.
+_new = tuple.__new__
+
 
 def word_text(word: Sequence[Piece]) -> str | None:
     """The word's text, or None when any piece is unknown."""
@@ -109,6 +113,7 @@ _PARAM_OPS = (":-", ":=", ":+", ":?", "-", "=", "+", "?", ",,", ",", "^^", "^", 
 MAX_DEPTH = 40
 _UNQUOTED_SPECIAL = re.compile(r"[\\'\"$`]")  # where a literal run ends outside quotes
 _QUOTED_SPECIAL = re.compile(r'[\\"$`]')  # ... and inside double quotes
+_NEEDS_EXPANSION = re.compile(r"[\\'\"$`~]")  # a word without these is its own single field
 
 
 class Fields:
@@ -170,6 +175,10 @@ class Expander:
     # ---- public entry points -------------------------------------------------------------
     def fields(self, start: int, end: int) -> list[Word]:
         """A command argument: expansion plus field splitting (may give 0, 1 or many fields)."""
+        if start < end and _NEEDS_EXPANSION.search(self.text, start, end) is None:
+            # A plain word (no quote, escape, `$`, backtick or `~`): itself, one field, one piece.
+            # The general path gives exactly this; most launch arguments take this short cut.
+            return [(_new(Piece, (self.text[start:end], self.src.span(start, end), True, None, "", ())),)]
         static = self._static(start, end)
         if static:
             key = ("fields", start, end)
@@ -203,14 +212,11 @@ class Expander:
         return word
 
     # ---- helpers -----------------------------------------------------------------------------
-    def _span(self, start: int, end: int) -> Span:
-        return self.src.span(start, end)
-
     def _lit(self, start: int, end: int) -> Piece:
-        return Piece(self.text[start:end], self._span(start, end), exact=True)
+        return _new(Piece, (self.text[start:end], self.src.span(start, end), True, None, "", ()))
 
     def _unknown(self, start: int, end: int) -> Piece:
-        return Piece(None, self._span(start, end), desc=self.text[start:end])
+        return Piece(None, self.src.span(start, end), desc=self.text[start:end])
 
     def _expand(self, pos: int, end: int, out: Fields, quoted: bool, tilde: bool, join: bool = False) -> None:
         """Expand text[pos:end] (unquoted context) into `out`."""
@@ -282,7 +288,7 @@ class Expander:
             else:
                 chars.append(text[index])
                 index += 1
-        out.add(Piece("".join(chars), self._span(pos, min(index + 1, end))), quoted=True)
+        out.add(Piece("".join(chars), self.src.span(pos, min(index + 1, end))), quoted=True)
         return min(index + 1, end)
 
     # ---- $ constructs ----------------------------------------------------------------------
@@ -297,13 +303,13 @@ class Expander:
             close = find_arith_end(text, pos + 3, end)
             if close is not None:
                 value = self.arith(pos + 3, close - 2)
-                piece = Piece(None if value is None else str(value), self._span(pos, close),
+                piece = Piece(None if value is None else str(value), self.src.span(pos, close),
                               desc="" if value is not None else text[pos:close])
                 self._add_word(out, (piece,), quoted, join)
                 return close
         if nxt == "(":
             close = find_paren_end(text, pos + 2, end)
-            substituted = self.scope.command_substitution(text[pos:close], self._span(pos, close))
+            substituted = self.scope.command_substitution(text[pos:close], self.src.span(pos, close))
             if substituted is not None:
                 self._add_word(out, substituted, quoted, join)
             else:
@@ -333,11 +339,11 @@ class Expander:
             out.add_split(word)
 
     def _used(self, word: Word, via: Span) -> Word:
-        return tuple([Piece(p[0], p[1], p[2], via, p[4], p[5] + (p[3],) if p[3] is not None else p[5])
-                      for p in word])  # not _replace: 5x faster
+        return tuple([_new(Piece, (p[0], p[1], p[2], via, p[4], p[5] + (p[3],) if p[3] is not None else p[5]))
+                      for p in word])  # not _replace: 5x faster; _new: no Python-level __new__
 
     def _expand_var(self, name: str, start: int, stop: int, out: Fields, quoted: bool, join: bool) -> None:
-        via = self._span(start, stop)
+        via = self.src.span(start, stop)
         if name in ("@", "*"):
             words = [self._used(w, via) for w in self.scope.positional()]
             if join or (name == "*" and quoted):
@@ -364,7 +370,7 @@ class Expander:
         if name.isdigit():
             args = self.scope.positional()
             if name == "0":
-                return Value(scalar=(Piece(self.src.path, self._span(0, 0)),))
+                return Value(scalar=(Piece(self.src.path, self.src.span(0, 0)),))
             index = int(name) - 1
             return Value(scalar=args[index]) if index < len(args) else "unknown"
         if name in "?$!-":
@@ -375,7 +381,7 @@ class Expander:
                join: bool) -> None:
         """`${...}`: text[body:body_end] is the inside of the braces."""
         text = self.text
-        via = self._span(start, stop)
+        via = self.src.span(start, stop)
         whole = text[start:stop]
         if self.depth > MAX_DEPTH:
             out.add(Piece(None, via, desc=whole), quoted=True)
@@ -478,7 +484,7 @@ class Expander:
                 return unknown
             word = operand()
             if op in (":=", "="):
-                self.scope.assign_default(name, word, self._span(operand_start, operand_end))
+                self.scope.assign_default(name, word, self.src.span(operand_start, operand_end))
             return word
         if value == "unknown" or value is None:
             return unknown if value == "unknown" else (Piece("", via),)
