@@ -254,13 +254,15 @@ class Shell:
     def word_ranges(self, nodes) -> Iterator[tuple[int, int]]:
         """Character ranges of the words among `nodes`, merging siblings that touch (error recovery)."""
         current: tuple[int, int] | None = None
+        char_offset = self.source.char_offset
         for node in nodes:
-            if node.type in _SKIP_ARG_TYPES or node.type in ("(", ")"):  # redirects, comments, array parens
+            kind = node.type
+            if kind in _SKIP_ARG_TYPES or kind == "(" or kind == ")":  # redirects, comments, array parens
                 if current:
                     yield current
                 current = None
                 continue
-            start, end = self.start(node), self.end(node)
+            start, end = char_offset(node.start_byte), char_offset(node.end_byte)
             if current is not None and current[1] == start:
                 current = (current[0], end)
             else:
@@ -272,9 +274,10 @@ class Shell:
 
     def args_of(self, nodes) -> list[Arg]:
         args: list[Arg] = []
+        span_of, fields = self.source.span, self.expander.fields
         for start, end in self.word_ranges(nodes):
-            span = self.source.span(start, end)
-            for word in self.expander.fields(start, end):
+            span = span_of(start, end)
+            for word in fields(start, end):
                 args.append(Arg(word, span))
         return args
 

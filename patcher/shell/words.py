@@ -80,8 +80,10 @@ class Value:
         return [self.scalar] if self.scalar is not None else []
 
     def first(self) -> Word:
-        items = self.elements()
-        return items[0] if items else ()
+        # elements()[0] without building the list: hot, once per variable use.
+        if self.array is not None:
+            return self.array[0] if self.array else ()
+        return self.scalar if self.scalar is not None else ()
 
     def copy(self) -> "Value":
         return Value(self.scalar, None if self.array is None else list(self.array), self.span, self.exported)
@@ -107,17 +109,22 @@ class Scope(Protocol):
 
 
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_LENGTH_RE = re.compile(r"#([A-Za-z_][A-Za-z0-9_]*|[@*#0-9])(\[[@*]\])?")  # ${#A}, ${#A[@]}
+_SPECIAL_PARAM_RE = re.compile(r"[0-9]+|[@*#?$!-]")
 _SPECIAL = "@*#?$!-0123456789"
 _PARAM_OPS = (":-", ":=", ":+", ":?", "-", "=", "+", "?", ",,", ",", "^^", "^", "##", "#", "%%", "%", "//", "/#",
               "/%", "/", ":", "@")
 MAX_DEPTH = 40
 _UNQUOTED_SPECIAL = re.compile(r"[\\'\"$`]")  # where a literal run ends outside quotes
 _QUOTED_SPECIAL = re.compile(r'[\\"$`]')  # ... and inside double quotes
+_DYNAMIC = re.compile(r"[$`~]")  # what makes a word's expansion depend on variables
 _NEEDS_EXPANSION = re.compile(r"[\\'\"$`~]")  # a word without these is its own single field
 
 
 class Fields:
     """Builds the fields (argv words) of one source word, with bash's field splitting rules."""
+
+    __slots__ = ("fields", "keep")
 
     def __init__(self) -> None:
         self.fields: list[list[Piece]] = [[]]
@@ -194,9 +201,7 @@ class Expander:
 
     def _static(self, start: int, end: int) -> bool:
         """A word whose expansion does not depend on any variable (no `$`, backtick or `~`)."""
-        text = self.text
-        return (text.find("$", start, end) == -1 and text.find("`", start, end) == -1
-                and text.find("~", start, end) == -1)
+        return _DYNAMIC.search(self.text, start, end) is None
 
     def scalar(self, start: int, end: int, tilde: bool = True) -> Word:
         """An assignment value or an operand: expansion without field splitting."""
@@ -388,14 +393,14 @@ class Expander:
             return
         inner = text[body:body_end]
         # ${#A[@]}, ${#A}
-        length = re.fullmatch(r"#([A-Za-z_][A-Za-z0-9_]*|[@*#0-9])(\[[@*]\])?", inner)
+        length = _LENGTH_RE.fullmatch(inner)
         if length:
             self._add_word(out, (self._length(length.group(1), bool(length.group(2)), via, whole),), quoted, join)
             return
         if inner.startswith("!"):
             out.add(Piece(None, via, desc=whole), quoted=True)
             return
-        match = _NAME_RE.match(inner) or re.match(r"[0-9]+|[@*#?$!-]", inner)
+        match = _NAME_RE.match(inner) or _SPECIAL_PARAM_RE.match(inner)
         if not match:
             out.add(Piece(None, via, desc=whole), quoted=True)
             return
@@ -409,7 +414,7 @@ class Expander:
                 return
             subscript = inner[rest + 1:close]
             rest = close + 1
-        op = next((candidate for candidate in _PARAM_OPS if inner.startswith(candidate, rest)), "")
+        op = next((candidate for candidate in _PARAM_OPS if inner.startswith(candidate, rest)), "") if rest < len(inner) else ""
         operand_start = body + rest + len(op)
         value = self._subscripted(name, subscript, via, whole)
         if isinstance(value, list):  # ${A[@]} (possibly with an operator we do not model)
@@ -507,7 +512,16 @@ class Expander:
     def arith_text(self, text: str) -> int | None:
         if self.depth > MAX_DEPTH:
             return None
-        return Arith(text, self._arith_var).parse()
+        constant = _ARITH_CONSTANTS.get(text)
+        if constant is not None:
+            return constant
+        arith = Arith(text, self._arith_var)
+        value = arith.parse()
+        if value is not None and not arith.has_names:
+            # No variable in it: the value is the text's alone (a variable's "8" is re-evaluated
+            # at every `$((NGPUS * 2))`). Only successes are kept: None may come from recursion depth.
+            _ARITH_CONSTANTS[text] = value
+        return value
 
     def _arith_var(self, name: str) -> int | None:
         value = self._value(name)
@@ -701,25 +715,37 @@ class _Unknown(Exception):
     pass
 
 
+_ARITH_TOKENS: dict[str, list[tuple[str, str]]] = {}  # text -> tokens: tokenizing is pure
+_ARITH_CONSTANTS: dict[str, int] = {}  # variable-free text -> its value
+
+
 class Arith:
     """A small Pratt parser for bash integer arithmetic (no assignment operators)."""
 
     def __init__(self, text: str, var: Callable[[str], int | None]) -> None:
-        self.tokens: list[tuple[str, str]] = []
         self.var = var
+        self.index = 0
+        tokens = _ARITH_TOKENS.get(text)
+        if tokens is None:
+            tokens = _ARITH_TOKENS[text] = self._tokenize(text)
+        self.tokens = tokens  # shared between instances: never mutated
+        self.has_names = any(kind == "name" for kind, _ in tokens)
+
+    @staticmethod
+    def _tokenize(text: str) -> list[tuple[str, str]]:
+        tokens: list[tuple[str, str]] = []
         pos = 0
         text = text.strip()
         while pos < len(text):
             match = _ARITH_TOKEN.match(text, pos)
             if not match or match.end() == pos:
-                self.tokens = [("bad", text)]
-                break
+                return [("bad", text)]
             kind = "num" if match.group(1) else "name" if match.group(2) else "op"
-            self.tokens.append((kind, match.group(match.lastindex or 0)))
+            tokens.append((kind, match.group(match.lastindex or 0)))
             pos = match.end()
             while pos < len(text) and text[pos].isspace():
                 pos += 1
-        self.index = 0
+        return tokens
 
     def parse(self) -> int | None:
         if not self.tokens:
