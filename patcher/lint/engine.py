@@ -123,21 +123,27 @@ _POOL_STDIN: bytes | None = None
 
 def _lint_task(index: int) -> FileResult:
     path, options, rules = _POOL_TASKS[index]
-    result = lint_path(path, options, rules, _POOL_STDIN)
-    # Only what the reporters read travels back: runs and the evaluation are large to pickle.
+    return _findings_only(lint_path(path, options, rules, _POOL_STDIN))
+
+
+def _findings_only(result: FileResult) -> FileResult:
+    """What the reporters read. Runs and the evaluation are dropped as soon as a file is done:
+    they are large to pickle back from a worker, and, kept for hundreds of files, they make every
+    full garbage collection walk all of them."""
     return FileResult(result.path, result.findings, error=result.error)
 
 
 def lint_paths(tasks: list[LintTask], stdin_text: bytes | None = None, jobs: int = 1) -> list[FileResult]:
-    """Lint every task, results in task order. With `jobs > 1` and several tasks, forked workers
-    share the files (like ruff); otherwise, and where fork is unavailable, they run in-process."""
+    """Lint every task, results (findings and errors only) in task order. With `jobs > 1` and
+    several tasks, forked workers share the files (like ruff); otherwise, and where fork is
+    unavailable, they run in-process."""
     workers = min(jobs, len(tasks))
     if workers > 1:
         import multiprocessing  # only here: a single-file run must not pay for the import
 
         if "fork" in multiprocessing.get_all_start_methods():
             return _lint_in_pool(tasks, stdin_text, workers, multiprocessing.get_context("fork"))
-    return [lint_path(path, options, rules, stdin_text) for path, options, rules in tasks]
+    return [_findings_only(lint_path(path, options, rules, stdin_text)) for path, options, rules in tasks]
 
 
 def _lint_in_pool(tasks: list[LintTask], stdin_text: bytes | None, workers: int, context) -> list[FileResult]:
