@@ -58,6 +58,12 @@ def generate(directory: Path, count: int, seed: int = 0) -> list[Path]:
     return paths
 
 
+def rlpatch_dir() -> str:
+    import rlpatch
+
+    return os.path.dirname(rlpatch.__file__)
+
+
 def timed(command: list[str], cwd: Path, repeat: int = 1) -> tuple[float, subprocess.CompletedProcess]:
     """Best wall time of `repeat` runs (the machine is shared: the minimum is the least noisy)."""
     best, proc = float("inf"), None
@@ -86,6 +92,9 @@ def main() -> int:
         names = [str(p.relative_to(directory)) for p in paths]
         total_lines = sum(p.read_text().count("\n") for p in paths)
         print(f"Python {platform.python_version()} ({platform.python_implementation()}), {os.cpu_count()} CPUs")
+        if os.environ.get("PYTHONDONTWRITEBYTECODE") and not list(Path(rlpatch_dir()).glob("__pycache__/*.pyc")):
+            print("note: PYTHONDONTWRITEBYTECODE is set and rlpatch has no bytecode cache: every rlpatch run below "
+                  "compiles its modules first (an installed package has its .pyc files)")
         print(f"{len(paths)} {'scripts from ' + str(directory) if args.scripts else 'generated scripts'}, {total_lines} lines in all "
               f"({min(p.read_text().count(chr(10)) for p in paths)}..{max(p.read_text().count(chr(10)) for p in paths)} per script)")
         jobs = os.cpu_count() or 1

@@ -13,8 +13,8 @@ RLPATCH = [sys.executable, "-c", "from rlpatch.cli import main; main()"]
 FORMATS = ("concise", "full", "json", "github", "sarif")
 
 
-def lint(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run(RLPATCH + ["lint", *args], cwd=cwd, capture_output=True, timeout=120)
+def lint(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess:
+    return subprocess.run(RLPATCH + ["lint", *args], cwd=ROOT, input=stdin, capture_output=True, timeout=120)
 
 
 def fixture_scripts() -> list[str]:
@@ -23,13 +23,15 @@ def fixture_scripts() -> list[str]:
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_parallel_output_is_byte_identical(fmt: str) -> None:
-    # A missing file and a directory in the middle: their errors keep their place and the exit code.
+    # A missing file and a directory in the middle: their errors keep their place and the exit code;
+    # stdin ("-") is read once by the parent and linted by a worker like any file.
     files = fixture_scripts()
-    files[3:3] = ["missing.sh", "fixtures/lint"]
-    serial = lint("--format", fmt, "--jobs", "1", *files)
+    stdin = (ROOT / files[0]).read_bytes()
+    files[3:3] = ["missing.sh", "fixtures/lint", "-"]
+    serial = lint("--format", fmt, "--jobs", "1", *files, stdin=stdin)
     assert serial.returncode == 2 and serial.stdout
     for jobs in ("2", "3"):
-        parallel = lint("--format", fmt, "--jobs", jobs, *files)
+        parallel = lint("--format", fmt, "--jobs", jobs, *files, stdin=stdin)
         assert (parallel.returncode, parallel.stdout, parallel.stderr) == (serial.returncode, serial.stdout,
                                                                          serial.stderr)
 
