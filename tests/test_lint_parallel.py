@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -46,3 +47,26 @@ def test_parallel_exit_codes_match_serial() -> None:
 def test_jobs_must_be_positive() -> None:
     result = lint("--jobs", "0", "fixtures/lint/constructs/arith.sh")
     assert result.returncode == 2
+
+
+def test_a_dying_worker_is_an_error_not_a_hang(monkeypatch, tmp_path: Path) -> None:
+    from rlpatch.errors import InputError
+    from rlpatch.lint import engine
+    from rlpatch.lintrule import LintOptions
+
+    paths = []
+    for index in range(4):
+        path = tmp_path / f"s{index}.sh"
+        path.write_text("python3 -m verl.trainer.main_ppo trainer.nnodes=1\n")
+        paths.append(str(path))
+    real = engine.lint_path
+
+    def crashing(path, *args, **kwargs):  # forked workers inherit the patch
+        if path.endswith("s2.sh"):
+            os._exit(1)
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(engine, "lint_path", crashing)
+    rules = engine.select_rules(None, None)
+    with pytest.raises(InputError, match="--jobs 1"):
+        engine.lint_paths([(p, LintOptions(), rules) for p in paths], jobs=2)

@@ -126,6 +126,13 @@ def _lint_task(index: int) -> FileResult:
     return _findings_only(lint_path(path, options, rules, _POOL_STDIN))
 
 
+def _ignore_interrupts() -> None:
+    """Ctrl-C is the parent's to handle (it stops the pool): no traceback from every worker."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _findings_only(result: FileResult) -> FileResult:
     """What the reporters read. Runs and the evaluation are dropped as soon as a file is done:
     they are large to pickle back from a worker, and, kept for hundreds of files, they make every
@@ -152,9 +159,16 @@ def _lint_in_pool(tasks: list[LintTask], stdin_text: bytes | None, workers: int,
     # Small chunks balance scripts of very different sizes; not one-by-one, which costs a round
     # trip per file.
     chunk = max(1, len(tasks) // (workers * 8))
+    # concurrent.futures, not multiprocessing.Pool: a worker that dies (a crash in native code)
+    # breaks the executor with an error, where Pool.map would wait for its lost task forever.
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
     try:
-        with context.Pool(workers) as pool:
-            return pool.map(_lint_task, range(len(tasks)), chunksize=chunk)
+        with ProcessPoolExecutor(workers, mp_context=context, initializer=_ignore_interrupts) as pool:
+            return list(pool.map(_lint_task, range(len(tasks)), chunksize=chunk))
+    except BrokenProcessPool:
+        raise InputError("a lint worker process died; run with --jobs 1 to see which file") from None
     finally:
         _POOL_TASKS, _POOL_STDIN = [], None
 
