@@ -24,6 +24,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "revert": ("rlpatch.patch_cli", "revert_cmd", "Restore every patched file byte for byte."),
     "diff": ("rlpatch.patch_cli", "diff_cmd", "Print the unified diff apply would write; write nothing."),
     "rules": ("rlpatch.patch_cli", "rules_cmd", "List the rules: id, target files, versions, summary."),
+    "lint": ("rlpatch.lint.cli", "lint_cmd", "Lint verl launch scripts without running them."),
+    "detect": ("rlpatch.lint.cli", "detect_cmd", "Show what a launch script will run: mode, backends, sizes, env."),
+    "rule": ("rlpatch.lint.cli", "rule_cmd", "Show a lint rule's documentation (why, bad and good examples)."),
 }
 
 

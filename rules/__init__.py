@@ -16,7 +16,41 @@ PATCH_RULE_MODULES: tuple[str, ...] = (
     "verl_engine_megatron",
 )
 
-LINT_RULE_MODULES: tuple[str, ...] = ()
+LINT_RULE_MODULES: tuple[str, ...] = (
+    "rl001_no_entry_point",
+    "rl002_unresolved_values",
+    "rl003_broken_continuation",
+    "rl101_enforce_eager",
+    "rl102_mixed_inference_backends",
+    "rl103_inference_dump_needs_plus",
+    "rl104_training_config_dump_path",
+    "rl105_inference_config_dump_path",
+    "rl106_precision_debugger_keys",
+    "rl107_precision_debugger_stages",
+    "rl108_ignored_stages",
+    "rl109_msprobe_level_mix",
+    "rl110_precision_debugger_needs_verl_08",
+    "rl111_nested_debuggers",
+    "rl201_rollout_tp_equals_cards",
+    "rl202_megatron_parallel_match",
+    "rl203_rollout_pipeline_parallel",
+    "rl204_single_mini_batch",
+    "rl205_no_gradient_accumulation",
+    "rl206_ulysses_sp_off",
+    "rl207_dynamic_batch_off",
+    "rl208_trainer_batch_flags",
+    "rl209_rollout_skip_off",
+    "rl210_rollout_correction_off",
+    "rl211_consistency_env",
+    "rl212_env_reaches_ray_workers",
+    "rl213_agent_loop_workers",
+    "rl214_rollout_dp_on_npu",
+    "rl401_rollout_replicas_fit_world",
+    "rl402_megatron_world_divisible",
+    "rl403_mini_batch_divisible_by_dp",
+    "rl404_micro_batch_divides_per_gpu",
+    "rl405_rollout_expert_parallel",
+)
 
 
 def load(module_names: tuple[str, ...]) -> list[ModuleType]:

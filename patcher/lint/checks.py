@@ -1,0 +1,102 @@
+"""Small checks many rules share: "key must be X", integer reads that respect unknowns, messages.
+
+A value a script does not set is verl's default, and a finding about it points at the entry
+token (`python3 -m verl.trainer.main_ppo`) and says "(verl default)" so the fix is obvious: add
+the override.
+"""
+
+from __future__ import annotations
+
+from rlpatch.lint.model import Setting
+from rlpatch.lintrule import LintContext
+
+
+def canonical(setting: Setting) -> str | None:
+    """A comparable form of a value: true/false, null, an int as text, else the stripped text."""
+    if not setting.known:
+        return None
+    if setting.is_null():
+        return "null"
+    boolean = setting.as_bool()
+    if boolean is not None:
+        return "true" if boolean else "false"
+    number = setting.as_int()
+    return str(number) if number is not None else (setting.value or "").strip()
+
+
+def shown(setting: Setting) -> str:
+    """`key=value` as the user would write it, with where it came from."""
+    return setting.describe()
+
+
+def expect_value(ctx: LintContext, key: str, want: str, why: str) -> bool:
+    """Report unless `key` resolves to `want` ("true", "false", "null", "1", ...); True when it does."""
+    setting = ctx.run.setting(key)
+    if ctx.unresolved(setting):
+        return True
+    if canonical(setting) == want:
+        return True
+    spelled = {"true": "True", "false": "False"}.get(want, want)
+    ctx.report(f"{key} must be {spelled} ({why}); found {shown(setting)}", at=setting.span, related=setting.related())
+    return False
+
+
+def ints(ctx: LintContext, *keys: str) -> list[tuple[int, Setting]] | None:
+    """Integer values of `keys`, or None (noted for RL002) when any is unknown or not an integer."""
+    settings = [ctx.run.setting(key) for key in keys]
+    if ctx.unresolved(*settings):
+        return None
+    values = [s.as_int() for s in settings]
+    if any(v is None for v in values):
+        return None
+    return list(zip(values, settings))  # type: ignore[arg-type]
+
+
+def pick(*settings: Setting) -> Setting:
+    """The setting a finding should point at: the first one the script sets, else the first."""
+    return next((s for s in settings if s.is_set), settings[0])
+
+
+def related_of(*settings: Setting) -> list:
+    """Positions of all set settings plus where their values were used."""
+    spans = []
+    for setting in settings:
+        if setting.is_set:
+            spans.append(setting.span)
+            spans.extend(setting.related())
+    return spans
+
+
+MSPROBE_CONFIG_KEY = "global_profiler.global_tool_config.precision_debugger.config_path"
+
+
+def msprobe_configs(ctx: LintContext, roles: tuple[str, ...] = ("training", "inference", "actor")) -> list[tuple]:
+    """The msprobe config.json files this run references that can be read and parsed as a JSON object:
+    (role, span of the reference, path, data, text). Roles: `training` (verl's precision_debugger
+    config_path), `inference` (the vLLM/SGLang dump key), `actor` (MSPROBE_ACTOR_CONFIG, consistency)."""
+    from rlpatch.lint.model import INFERENCE_DUMP_KEYS
+
+    run = ctx.run
+    references: list[tuple[str, object, str | None]] = []
+    if "training" in roles and run.training_tool:
+        setting = run.setting(MSPROBE_CONFIG_KEY)
+        if setting.is_set and setting.known and not setting.is_null():
+            references.append(("training", setting.span, setting.value))
+    if "inference" in roles:
+        for key in INFERENCE_DUMP_KEYS:
+            setting = run.setting(key)
+            if setting.is_set and setting.known and not setting.is_null():
+                references.append(("inference", setting.span, setting.value))
+    if "actor" in roles and "MSPROBE_ACTOR_CONFIG" in run.env:
+        var = run.env["MSPROBE_ACTOR_CONFIG"]
+        if var.text:
+            references.append(("actor", var.span, var.text))
+    found = []
+    for role, span, text in references:
+        if not text or not text.strip().endswith(".json"):
+            continue
+        path = ctx.resolve_path(text.strip())
+        loaded = ctx.read_json(path)
+        if loaded is not None and isinstance(loaded[0], dict):
+            found.append((role, span, path, loaded[0], loaded[1]))
+    return found

@@ -1,0 +1,213 @@
+"""`rlpatch lint`, `rlpatch detect` and `rlpatch rule`: the launch-script linter's commands.
+
+Imports stay light on purpose (click, tree-sitter, the lint engine): `rlpatch lint` is a
+pre-commit hook and must start fast; it never imports libcst or a patch rule.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import replace
+from typing import Any
+
+import click
+
+from rlpatch.errors import InputError
+from rlpatch.lint.config import find_config
+from rlpatch.lint.model import MODES
+from rlpatch.lintrule import LintOptions
+from rlpatch.versions import Version
+
+FAIL_ON = {"E": "error", "W": "warning", "I": "info", "ERROR": "error", "WARNING": "warning", "INFO": "info"}
+
+
+class ExtraArgsCommand(click.Command):
+    """Keeps everything after `--` aside: those are extra Hydra overrides for the script's "$@"."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if "--" in args:
+            index = args.index("--")
+            ctx.meta["rlpatch.extra"] = args[index + 1:]
+            args = args[:index]
+        return super().parse_args(ctx, args)
+
+
+def _split(values: tuple[str, ...] | list[str] | str | None) -> list[str] | None:
+    if values is None:
+        return None
+    if isinstance(values, str):
+        values = [values]
+    items = [item.strip() for value in values for item in str(value).split(",") if item.strip()]
+    return items
+
+
+def _env_pairs(pairs: Any, where: str) -> dict[str, str]:
+    if isinstance(pairs, dict):
+        return {str(k): str(v) for k, v in pairs.items()}
+    env = {}
+    for pair in pairs or ():
+        name, eq, value = str(pair).partition("=")
+        if not eq or not name:
+            raise InputError(f"{where}: expected KEY=VALUE, got {pair!r}")
+        env[name] = value
+    return env
+
+
+def _version(text: str | None, where: str) -> Version | None:
+    if text is None:
+        return None
+    version = Version.maybe(str(text))
+    if version is None:
+        raise InputError(f"{where}: not a version number: {text!r}")
+    return version
+
+
+def build_options(cli: dict[str, Any], config: dict[str, Any], extra: list[str]) -> LintOptions:
+    """CLI options over `[tool.rlpatch]` over defaults."""
+    from rlpatch.lint.engine import read_version
+
+    def pick(name: str) -> Any:
+        value = cli.get(name)
+        return value if value not in (None, (), []) else config.get(name)
+
+    env: dict[str, str] = dict(os.environ) if cli.get("use_env") else {}
+    env.update(_env_pairs(config.get("env"), "[tool.rlpatch] env"))
+    env.update(_env_pairs(cli.get("env"), "--env"))
+    verl_root = pick("verl_root")
+    version = _version(cli.get("verl_version"), "--verl-version")
+    if version is None and verl_root:
+        if not os.path.isdir(verl_root):
+            raise InputError(f"--verl-root {verl_root}: not a directory")
+        version = read_version(verl_root)
+        if version is None:
+            raise InputError(f"--verl-root {verl_root}: no verl/version/version file, cannot tell the verl version")
+    version = version or _version(config.get("verl_version"), "[tool.rlpatch] verl-version")
+    mode = pick("mode")
+    if mode is not None and mode not in MODES:
+        raise InputError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    options = LintOptions(verl_root=verl_root, mode=mode, env=env, args=list(extra),
+                          allow_level=frozenset(_split(pick("allow_level")) or ()), config_root=pick("config_root"))
+    return replace(options, verl_version=version) if version else options
+
+
+def _common(function):
+    options = [
+        click.option("--mode", type=click.Choice(MODES), help="Force the dump mode instead of detecting it."),
+        click.option("--env", "env", multiple=True, metavar="KEY=VAL", help="Environment the script starts with."),
+        click.option("--use-env", is_flag=True, help="Start from this process's environment."),
+        click.option("--verl-root", type=click.Path(), help="A verl tree: its version picks version-dependent keys."),
+        click.option("--verl-version", metavar="X.Y.Z", help="The verl version that will run (default: newest)."),
+        click.option("--config-root", type=click.Path(), help="Resolve config.json paths against this directory."),
+        click.option("--no-config", is_flag=True, help="Ignore [tool.rlpatch] in pyproject.toml."),
+    ]
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
+def _groups(files: tuple[str, ...], no_config: bool) -> list[tuple[dict[str, Any], list[str]]]:
+    """Files grouped by the [tool.rlpatch] table that applies to them (in command-line order)."""
+    groups: dict[str | None, tuple[dict[str, Any], list[str]]] = {}
+    for path in files:
+        if no_config:
+            key, table = None, {}
+        else:
+            directory = os.getcwd() if path == "-" else os.path.dirname(os.path.abspath(path))
+            key, table = find_config(directory)
+        groups.setdefault(key, (table, []))[1].append(path)
+    return list(groups.values())
+
+
+@click.command("lint", cls=ExtraArgsCommand)
+@click.argument("files", nargs=-1, required=True)
+@click.option("--format", "fmt", type=click.Choice(["concise", "full", "json", "github", "sarif"]), default="concise",
+              show_default=True)
+@click.option("--select", multiple=True, help="Rule codes or prefixes to run (comma separated; default ALL).")
+@click.option("--ignore", multiple=True, help="Rule codes or prefixes to skip.")
+@click.option("--fail-on", type=click.Choice(sorted(FAIL_ON), case_sensitive=False), help="Lowest severity that fails (default E).")
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even with findings (input errors still exit 2).")
+@click.option("--allow-level", multiple=True, help="msprobe levels accepted besides mix (RL109).")
+@_common
+@click.pass_context
+def lint_cmd(ctx: click.Context, files: tuple[str, ...], fmt: str, select, ignore, fail_on, exit_zero, allow_level,
+             mode, env, use_env, verl_root, verl_version, config_root, no_config) -> int:
+    """Lint verl launch scripts (FILES, or - for stdin) without running them.
+
+    Extra Hydra overrides after `--` are passed to the script as "$@".
+    """
+    from rlpatch.lint.engine import exit_code, lint_path, select_rules
+    from rlpatch.lint.report import REPORTERS
+
+    extra = ctx.meta.get("rlpatch.extra", [])
+    stdin = sys.stdin.buffer.read() if "-" in files else None
+    cli = dict(mode=mode, env=env, use_env=use_env, verl_root=verl_root, verl_version=verl_version,
+               allow_level=allow_level, config_root=config_root)
+    results = []
+    fail = FAIL_ON[fail_on.upper()] if fail_on else None
+    zero = exit_zero
+    for table, paths in _groups(files, no_config):
+        options = build_options(cli, table, extra)
+        rules = select_rules(_split(select) or _split(table.get("select")), _split(ignore) or _split(table.get("ignore")))
+        fail = fail or FAIL_ON[str(table.get("fail_on", "E")).upper()]
+        zero = zero or bool(table.get("exit_zero"))
+        for path in paths:
+            result = lint_path(path, options, rules, stdin)
+            if result.error:
+                click.echo(f"rlpatch: error: {result.error}", err=True)
+            results.append(result)
+    order = {path: index for index, path in enumerate(files)}
+    results.sort(key=lambda r: order.get(r.path, 0))
+    REPORTERS[fmt](results, click.get_text_stream("stdout"))
+    return exit_code(results, fail or "error", zero)
+
+
+@click.command("detect", cls=ExtraArgsCommand)
+@click.argument("files", nargs=-1, required=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@_common
+@click.pass_context
+def detect_cmd(ctx: click.Context, files: tuple[str, ...], fmt: str, mode, env, use_env, verl_root, verl_version,
+               config_root, no_config) -> int:
+    """Print what each launch script will run: mode, backends, world size, sizes, env, unknowns."""
+    import json
+
+    from rlpatch.lint.detect import describe_file, render_text
+
+    extra = ctx.meta.get("rlpatch.extra", [])
+    stdin = sys.stdin.buffer.read() if "-" in files else None
+    cli = dict(mode=mode, env=env, use_env=use_env, verl_root=verl_root, verl_version=verl_version,
+               config_root=config_root)
+    objects, failed = [], False
+    for table, paths in _groups(files, no_config):
+        options = build_options(cli, table, extra)
+        for path in paths:
+            described = describe_file(path, options, stdin)
+            if described is None:
+                failed = True
+                continue
+            objects.append(described)
+    if fmt == "json":
+        click.echo(json.dumps(objects[0] if len(files) == 1 and objects else objects, indent=2))
+    else:
+        for obj in objects:
+            click.echo(render_text(obj))
+    return 2 if failed else 0
+
+
+@click.command("rule")
+@click.argument("code", required=False)
+def rule_cmd(code: str | None) -> int:
+    """Show a lint rule's documentation (why, a bad and a good example); without CODE, list them."""
+    from rlpatch.lint.engine import rule_by_code, rule_classes
+    from rlpatch.lintrule import SEVERITY_LETTER
+
+    if code is None:
+        for cls in rule_classes():
+            click.echo(f"{cls.code} {SEVERITY_LETTER[cls.severity]}  {cls.summary}")
+        return 0
+    cls = rule_by_code(code)
+    if cls is None:
+        raise InputError(f"unknown rule code: {code} (see `rlpatch rule` for the list)")
+    click.echo(cls.documentation(), nl=False)
+    return 0

@@ -1,0 +1,59 @@
+"""`rlpatch detect`: the run model of each script, as text or as the JSON contract of issue 5."""
+
+from __future__ import annotations
+
+import click
+
+from rlpatch.errors import InputError
+from rlpatch.lint.engine import lint_path
+from rlpatch.lintrule import LintOptions
+
+
+def describe_file(path: str, options: LintOptions, stdin: bytes | None) -> dict | None:
+    """One object per file: the first launch's summary (others under `other_launches`); None on input error."""
+    result = lint_path(path, options, [], stdin)
+    if result.error:
+        click.echo(f"rlpatch: error: {result.error}", err=True)
+        return None
+    if not result.runs:
+        unknown = [{"what": u.what, "file": u.span.file, "line": u.span.line, "column": u.span.column}
+                   for u in (result.evaluation.unknowns if result.evaluation else [])]
+        return {"file": result.path, "entry": None, "mode": "none", "rollout_backend": None, "train_backend": None,
+                "world_size": None, "overrides": [], "env": {}, "unknown": unknown}
+    summaries = [run.summary() for run in result.runs]
+    first = summaries[0]
+    if len(summaries) > 1:
+        first["other_launches"] = summaries[1:]
+    return first
+
+
+def render_text(obj: dict) -> str:
+    lines = [f"{obj['file']}: {obj['entry'] or 'no verl entry point found'}"]
+    if obj["entry"] is None:
+        return "\n".join(lines) + "\n"
+    lines += [
+        f"  mode:            {obj['mode']} ({obj['mode_reason']})",
+        f"  rollout backend: {obj['rollout_backend'] or 'not set'}",
+        f"  train backend:   {obj['train_backend']} ({obj['train_backend_reason']})",
+        f"  world size:      {obj['world_size'] if obj['world_size'] is not None else 'unknown'}",
+        f"  verl version:    {obj['verl_version']}",
+        "  sizes:",
+    ]
+    for key, size in obj["sizes"].items():
+        where = f"line {size['line']}" if size["line"] else size["source"]
+        lines.append(f"    {key} = {size['value'] if size['value'] is not None else '<unknown>'}  ({where})")
+    lines.append("  env:" if obj["env"] else "  env: (none exported)")
+    for name, value in obj["env"].items():
+        source = obj["env_sources"][name]
+        lines.append(f"    {name}={value if value is not None else '<unknown>'}  ({source['how']}, "
+                     f"{source['file']}:{source['line']})")
+    if obj["unknown"]:
+        lines.append("  unknown:")
+        lines += [f"    {u['what']}  ({u['file']}:{u['line']}:{u['column']})" for u in obj["unknown"]]
+    for other in obj.get("other_launches", []):
+        lines.append("  another launch:")
+        lines += ["  " + line for line in render_text(other).splitlines()]
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["InputError", "describe_file", "render_text"]

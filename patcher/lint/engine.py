@@ -1,0 +1,222 @@
+"""The lint engine: scripts in, findings out, for every rule alike.
+
+For each file: read it (one-line InputError for anything that is not a script), evaluate it with
+the shell front end, build one `Run` per verl launch, run each selected rule's `check` on each run
+whose mode it covers and `check_file` once, drop duplicates (several paths of one script often
+give the same finding) and findings silenced by directive comments. Rules come only from the
+registry (`rlpatch.rules.LINT_RULE_MODULES`); this module never imports libcst or a patch rule.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from rlpatch.errors import InputError
+from rlpatch.lint.model import Run
+from rlpatch.lintrule import (SEVERITY_RANK, Case, FileContext, Finding, LintContext, LintOptions, LintRule,
+                              Skipped)
+from rlpatch.shell import Evaluation, Evaluator, Options, SourceFile, parse_file
+from rlpatch.shell.source import Span
+from rlpatch.versions import Version
+
+
+@dataclass
+class FileResult:
+    path: str
+    findings: list[Finding] = field(default_factory=list)
+    runs: list[Run] = field(default_factory=list)
+    error: str | None = None
+    evaluation: Evaluation | None = None
+
+
+# ---- the registry ---------------------------------------------------------------------------------
+@lru_cache(maxsize=1)
+def rule_classes() -> tuple[type[LintRule], ...]:
+    """Every lint rule class, in registry order (one class per module of LINT_RULE_MODULES)."""
+    from rlpatch import rules
+
+    classes = []
+    for module in rules.load(rules.LINT_RULE_MODULES):
+        found = [value for value in vars(module).values()
+                 if isinstance(value, type) and issubclass(value, LintRule) and value is not LintRule
+                 and value.__module__ == module.__name__]
+        if len(found) != 1:
+            raise RuntimeError(f"{module.__name__}: expected exactly one LintRule class, found {len(found)}")
+        classes.append(found[0])
+    return tuple(sorted(classes, key=lambda cls: cls.code))
+
+
+def rule_by_code(code: str) -> type[LintRule] | None:
+    return next((cls for cls in rule_classes() if cls.code == code.upper()), None)
+
+
+def _matches(code: str, selectors: list[str]) -> bool:
+    return any(sel == "ALL" or code.startswith(sel) for sel in selectors)
+
+
+def select_rules(select: list[str] | None, ignore: list[str] | None) -> list[LintRule]:
+    """Ruff-style selection by code prefix (`RL2` selects RL2xx, `ALL` everything)."""
+    select = [s.strip().upper() for s in (select or ["ALL"]) if s.strip()]
+    ignore = [s.strip().upper() for s in (ignore or []) if s.strip()]
+    known = [cls.code for cls in rule_classes()]
+    for selector in select + ignore:
+        if selector != "ALL" and not any(code.startswith(selector) for code in known):
+            raise InputError(f"unknown rule code or prefix: {selector}")
+    return [cls() for cls in rule_classes() if _matches(cls.code, select) and not _matches(cls.code, ignore)]
+
+
+# ---- linting ---------------------------------------------------------------------------------------
+def read_version(verl_root: str) -> Version | None:
+    """The version of a verl tree (`<root>/verl/version/version` or `<root>/version/version`)."""
+    for candidate in (os.path.join(verl_root, "verl", "version", "version"), os.path.join(verl_root, "version", "version")):
+        try:
+            with open(candidate, encoding="utf-8") as handle:
+                return Version.maybe(handle.read().strip())
+        except OSError:
+            continue
+    return None
+
+
+def lint_source(source: SourceFile, options: LintOptions, rules: list[LintRule]) -> FileResult:
+    """Lint one script already read; raises InputError for an unreadable script."""
+    parsed = parse_file(source)
+    evaluation = Evaluator(Options(env=dict(options.env), args=list(options.args))).evaluate(source, parsed)
+    runs = [Run.from_launch(launch, source.path, options.verl_version, options.mode)  # type: ignore[arg-type]
+            for launch in evaluation.launches]
+    findings: list[Finding] = []
+    skipped: list[Skipped] = []
+    for run in runs:
+        mode = run.mode
+        for rule in rules:
+            if rule.applies_to(mode):
+                rule.check(LintContext(rule, run, options, findings, skipped))
+    for rule in sorted(rules, key=lambda r: r.after_others):
+        rule.check_file(FileContext(rule, source, evaluation, runs, options, findings, skipped))
+    suppress = Suppressions.of(source, parsed)
+    unique = sorted({f for f in findings if not suppress.silences(f)}, key=Finding.sort_key)
+    return FileResult(source.path, unique, runs, None, evaluation)
+
+
+def lint_path(path: str, options: LintOptions, rules: list[LintRule], stdin_text: bytes | None = None) -> FileResult:
+    """Lint one path ("-" reads `stdin_text`); an input problem becomes `FileResult.error`."""
+    try:
+        source = SourceFile.from_bytes("-", stdin_text or b"") if path == "-" else SourceFile.read(path)
+        return lint_source(source, options, rules)
+    except InputError as err:
+        return FileResult(path, error=err.message)
+    except RecursionError:
+        return FileResult(path, error=f"{path}: script nested too deeply to read")
+
+
+def exit_code(results: list[FileResult], fail_on: str, exit_zero: bool) -> int:
+    if any(result.error for result in results):
+        return 2
+    if exit_zero:
+        return 0
+    threshold = SEVERITY_RANK[fail_on]
+    failing = any(SEVERITY_RANK[f.severity] >= threshold for r in results for f in r.findings)
+    return 1 if failing else 0
+
+
+# ---- directive comments ------------------------------------------------------------------------
+_DIRECTIVE_RE = re.compile(r"^[ \t]*#[ \t]*rlpatch:[ \t]*(disable-file|disable)[ \t]*=[ \t]*([A-Za-z0-9_, \t]+)", re.M)
+_STATEMENT_TYPES = {
+    "command", "variable_assignment", "declaration_command", "list", "pipeline", "redirected_statement",
+    "if_statement", "for_statement", "while_statement", "case_statement", "function_definition",
+    "compound_statement", "subshell", "unset_command", "test_command", "c_style_for_statement", "negated_command",
+}
+
+
+@dataclass
+class Suppressions:
+    """`# rlpatch: disable=CODES` on its own line silences the next command (all its lines);
+    `# rlpatch: disable-file=CODES` before the first command silences the whole file."""
+
+    path: str
+    file_codes: set[str] = field(default_factory=set)
+    ranges: list[tuple[int, int, set[str]]] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, source: SourceFile, parsed) -> "Suppressions":
+        result = cls(source.path)
+        directives = list(_DIRECTIVE_RE.finditer(source.text))
+        if not directives:
+            return result
+        statements = _statement_lines(parsed.tree.root_node)
+        first_command = min((start for start, _ in statements), default=1 << 30)
+        for match in directives:
+            line = source.text.count("\n", 0, match.start()) + 1
+            codes = {code.strip().upper() for code in re.split(r"[,\s]+", match.group(2)) if code.strip()}
+            if match.group(1) == "disable-file":
+                if line < first_command:
+                    result.file_codes |= codes
+                continue
+            following = [(start, end) for start, end in statements if start > line]
+            if following:
+                start = min(s for s, _ in following)
+                end = max(e for s, e in following if s == start)
+                result.ranges.append((start, end, codes))
+        return result
+
+    def silences(self, finding: Finding) -> bool:
+        if _code_in(finding.code, self.file_codes):
+            return True
+        for span in (finding.span, *finding.related):
+            if span.file != self.path:
+                continue
+            for start, end, codes in self.ranges:
+                if start <= span.line <= end and _code_in(finding.code, codes):
+                    return True
+        return False
+
+
+def _code_in(code: str, codes: set[str]) -> bool:
+    return "ALL" in codes or any(code.startswith(c) for c in codes)
+
+
+def _statement_lines(root) -> list[tuple[int, int]]:
+    lines: list[tuple[int, int]] = []
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if node.type in _STATEMENT_TYPES:
+            lines.append((node.start_point[0] + 1, node.end_point[0] + 1))
+        stack.extend(child for child in node.children if child.is_named)
+    return lines
+
+
+# ---- running a rule's own cases (tests, `rlpatch rule`) -----------------------------------------
+def lint_case(rule_cls: type[LintRule], case: Case, directory: str | None = None) -> list[Finding]:
+    """Lint one Case in a temporary directory with only `rule_cls` selected; its findings."""
+    with tempfile.TemporaryDirectory(prefix="rlpatch-case-") as tmp:
+        base = directory or tmp
+        for name, text in case.files.items():
+            target = os.path.join(base, name)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with open(target, "w", encoding="utf-8") as handle:
+                handle.write(text)
+        script = os.path.join(base, "run.sh")
+        with open(script, "w", encoding="utf-8") as handle:
+            handle.write(case.script)
+        options = case_options(case)
+        result = lint_path(script, options, [rule_cls()])
+        if result.error:
+            raise AssertionError(result.error)
+        return [f for f in result.findings if f.code == rule_cls.code]
+
+
+def case_options(case: Case) -> LintOptions:
+    values = dict(case.options)
+    if "verl_version" in values and isinstance(values["verl_version"], str):
+        values["verl_version"] = Version.parse(values["verl_version"])
+    if "allow_level" in values:
+        values["allow_level"] = frozenset(values["allow_level"])
+    return LintOptions(**values)
+
+
+__all__ = ["FileResult", "Span", "exit_code", "lint_case", "lint_path", "lint_source", "rule_by_code", "rule_classes",
+           "select_rules"]

@@ -1,0 +1,438 @@
+"""The run model: what one verl launch will do, resolved from the script's overrides.
+
+A `Run` is built from one `Launch` (a command that starts a verl entry point). It knows the
+Hydra overrides in order (last wins, `~key` deletes), verl's defaults for the keys rules read,
+the config file given with `--config-path/--config-name`, the env vars the launch sees, and from
+those: the dump mode, rollout and training backends, world size and parallel/batch sizes, each
+with where it came from. Unknown values stay unknown (`Setting.known` is False).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Literal
+
+from rlpatch.lint.defaults import ACTOR, AR, DEFAULTS, REF, ROLLOUT, Ref
+from rlpatch.shell import Arg, Launch, Span, Unknown
+from rlpatch.shell.words import unknown_descs, word_text
+from rlpatch.versions import Version
+
+Mode = Literal["training", "inference", "consistency", "none"]
+MODES: tuple[Mode, ...] = ("training", "inference", "consistency", "none")
+
+VLLM_DUMP_KEYS = (f"{ROLLOUT}.engine_kwargs.vllm.additional_config.dump_config_path",
+                  f"{ROLLOUT}.engine_kwargs.vllm.additional_config.dump_config")
+SGLANG_DUMP_KEYS = (f"{ROLLOUT}.engine_kwargs.sglang.msprobe_dump_config",)
+INFERENCE_DUMP_KEYS = VLLM_DUMP_KEYS + SGLANG_DUMP_KEYS
+CONSISTENCY_ENV = ("DUMP_ON", "PROMPTS_ONLY")
+TOOL_KEY = "global_profiler.tool"
+_KEY_RE = re.compile(r"[A-Za-z_][\w\-]*(?:[./@][\w\-]+)*|[\w\-]+(?:[./@][\w\-]+)*")
+
+
+@dataclass
+class Override:
+    """One Hydra argument: `[~|+|++]key[=value]`, with its positions."""
+
+    arg: Arg
+    text: str
+    prefix: str  # "", "+", "++" or "~"
+    key: str
+    value: str | None  # None: no `=` (deletion `~key`) or unknown
+    value_known: bool
+
+    @property
+    def span(self) -> Span:
+        """Where the override's text is written (an array element, a variable, or the token)."""
+        return self.arg.sub_span(0, len(self.prefix) + len(self.key))
+
+    @property
+    def used_at(self) -> Span:
+        return self.arg.span
+
+    @property
+    def key_span(self) -> Span:
+        return self.arg.sub_span(len(self.prefix), len(self.prefix) + len(self.key))
+
+    @property
+    def value_span(self) -> Span:
+        start = len(self.prefix) + len(self.key) + 1
+        pieces = self.arg.origins(start)
+        text = self.arg.text
+        if text is not None:
+            return self.arg.sub_span(start, len(text)) if start < len(text) else self.arg.span
+        return pieces[-1].span if pieces else self.arg.span
+
+    def related(self) -> tuple[Span, ...]:
+        """Use sites that differ from where the value was written (for findings)."""
+        spans = {p.via for p in self.arg.origins(len(self.prefix) + len(self.key) + 1) if p.via is not None}
+        spans.add(self.arg.span)
+        primary = self.value_span
+        return tuple(sorted(s for s in spans if s != primary and s.file != "<command line>"))
+
+
+@dataclass
+class Setting:
+    """The value one key will have, and where it came from."""
+
+    key: str
+    text: str | None  # None: unknown (see `desc`) — "null" means Hydra null
+    source: Literal["override", "config", "default", "absent"]
+    span: Span  # the value's position (or the entry token for defaults)
+    override: Override | None = None
+    desc: str = ""  # what could not be resolved
+
+    @property
+    def known(self) -> bool:
+        return self.text is not None
+
+    @property
+    def is_set(self) -> bool:
+        return self.source in ("override", "config")
+
+    @property
+    def value(self) -> str | None:
+        return None if self.text is None else unquote(self.text)
+
+    def as_int(self) -> int | None:
+        value = self.value
+        if value is None or not re.fullmatch(r"[+-]?\d+", value.strip()):
+            return None
+        return int(value)
+
+    def as_bool(self) -> bool | None:
+        value = (self.value or "").strip().lower()
+        return True if value == "true" else False if value == "false" else None
+
+    def is_null(self) -> bool:
+        return self.value is not None and self.value.strip().lower() in ("null", "~", "")
+
+    def as_list(self) -> list[str] | None:
+        value = self.value
+        if value is None:
+            return None
+        value = value.strip()
+        if value.startswith("[") and value.endswith("]"):
+            return [unquote(item.strip()) for item in value[1:-1].split(",") if item.strip()]
+        return None if value.lower() == "null" else [value]
+
+    def related(self) -> tuple[Span, ...]:
+        return self.override.related() if self.override is not None else ()
+
+    @property
+    def key_span(self) -> Span:
+        """Where the override's key is written (the entry token for defaults)."""
+        return self.override.span if self.override is not None else self.span
+
+    def describe(self) -> str:
+        where = {"override": "", "config": " (from the config file)", "default": " (verl default)",
+                 "absent": " (not set)"}[self.source]
+        return f"{self.key}={self.text if self.text is not None else '<unknown>'}{where}"
+
+
+@dataclass
+class EnvVar:
+    name: str
+    text: str | None
+    span: Span
+    how: str  # "export", "prefix", "--env"
+
+
+def unquote(text: str) -> str:
+    text = text.strip()
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1]
+    return text
+
+
+def parse_override(arg: Arg) -> Override | None:
+    text = arg.text
+    key_text = text
+    if text is None:
+        # `key=$(...)`: the key is known even when the value is not.
+        known = ""
+        for piece in arg.word:
+            if piece.text is None:
+                break
+            known += piece.text
+        if "=" not in known:
+            return None
+        key_text = known
+    prefix = "~" if key_text.startswith("~") else "++" if key_text.startswith("++") else "+" if key_text.startswith("+") else ""
+    body = key_text[len(prefix):]
+    key, eq, value = body.partition("=")
+    if not key or (not eq and prefix != "~"):
+        return None
+    value_known = text is not None
+    return Override(arg, text if text is not None else key_text, prefix, key,
+                    (value if eq else None) if value_known else None, value_known)
+
+
+@dataclass
+class Run:
+    """One verl launch, resolved."""
+
+    launch: Launch
+    file: str
+    version: Version
+    overrides: list[Override] = field(default_factory=list)
+    options_args: list[Arg] = field(default_factory=list)  # --config-path etc.
+    config_dir: str | None = None
+    config_name: str | None = None
+    config_values: dict[str, tuple[str, Span]] = field(default_factory=dict)
+    env: dict[str, EnvVar] = field(default_factory=dict)
+    unknown: list[Unknown] = field(default_factory=list)
+    forced_mode: Mode | None = None
+
+    # ---- construction ---------------------------------------------------------------------
+    @classmethod
+    def from_launch(cls, launch: Launch, file: str, version: Version, forced_mode: Mode | None = None) -> "Run":
+        run = cls(launch, file, version, forced_mode=forced_mode)
+        args = list(launch.args)
+        index = 0
+        while index < len(args):
+            arg = args[index]
+            text = arg.text
+            option = _config_option(text)
+            if option is not None:
+                name, value = option
+                if value is None and index + 1 < len(args):
+                    index += 1
+                    value = args[index].text
+                run.options_args.append(arg)
+                if name == "path":
+                    run.config_dir = value
+                else:
+                    run.config_name = value[:-5] if value and value.endswith(".yaml") else value
+            elif text is not None and text.startswith("-"):
+                run.options_args.append(arg)
+            else:
+                override = parse_override(arg)
+                if override is not None:
+                    run.overrides.append(override)
+                    if not override.value_known:
+                        run.unknown.append(Unknown(f"{override.key}={''.join(unknown_descs(arg.word)) or '?'}",
+                                                   override.value_span))
+                elif text is None:
+                    run.unknown.append(Unknown(f"argument {' '.join(unknown_descs(arg.word))}", arg.span))
+            index += 1
+        for name, value in launch.env.items():
+            run.env[name] = EnvVar(name, word_text(value.first()), value.span or launch.command_span,
+                                   "--env" if value.span and value.span.file == "<env>" else "export")
+        run._load_config_file()
+        return run
+
+    def _load_config_file(self) -> None:
+        """Read the user's own `--config-path/--config-name` YAML (top-level values only)."""
+        if not self.config_dir or not self.config_name:
+            return
+        directory = self.config_dir
+        if not os.path.isabs(directory):
+            directory = os.path.join(os.path.dirname(self.file), directory)
+        path = os.path.join(directory, self.config_name + ".yaml")
+        if not os.path.isfile(path):
+            return
+        try:
+            import yaml
+
+            with open(path, encoding="utf-8") as handle:
+                text = handle.read()
+            data = yaml.safe_load(text)
+        except Exception:  # noqa: BLE001 - a broken config file is Hydra's error to report
+            return
+        if not isinstance(data, dict):
+            return
+        lines = text.splitlines()
+        for key, value in _flatten(data):
+            leaf = key.rsplit(".", 1)[-1]
+            line = next((i + 1 for i, l in enumerate(lines) if re.match(rf"\s*{re.escape(leaf)}\s*:", l)), 1)
+            text_value = "null" if value is None else str(value)
+            self.config_values[key] = (text_value, Span(path, line, 1, line, len(lines[line - 1]) + 1 if lines else 1))
+
+    # ---- settings -------------------------------------------------------------------------------
+    def last_override(self, key: str) -> Override | None:
+        for override in reversed(self.overrides):
+            if override.key == key:
+                return override
+        return None
+
+    def setting(self, key: str) -> Setting:
+        override = self.last_override(key)
+        if override is not None:
+            if override.prefix == "~":
+                return Setting(key, "null", "override", override.span, override)
+            if not override.value_known:
+                return Setting(key, None, "override", override.value_span, override,
+                               desc="".join(unknown_descs(override.arg.word)))
+            return Setting(key, override.value, "override", override.value_span, override)
+        if key in self.config_values:
+            text, span = self.config_values[key]
+            return Setting(key, text, "config", span)
+        default = DEFAULTS.get(key)
+        if isinstance(default, Ref):
+            inherited = self.setting(default.key)
+            return Setting(key, inherited.text, inherited.source if inherited.is_set else "default", inherited.span,
+                           inherited.override, inherited.desc)
+        if default is not None:
+            return Setting(key, default, "default", self.entry_span)
+        return Setting(key, "null", "absent", self.entry_span)
+
+    def has(self, key: str) -> bool:
+        override = self.last_override(key)
+        return (override is not None and override.prefix != "~") or key in self.config_values
+
+    @property
+    def entry_span(self) -> Span:
+        return self.launch.entry_arg.span
+
+    # ---- what the run is ----------------------------------------------------------------------
+    def inference_dump_overrides(self) -> list[Override]:
+        return [o for o in self.overrides if o.key in INFERENCE_DUMP_KEYS and o.prefix != "~"]
+
+    @property
+    def training_tool(self) -> bool:
+        return self.setting(TOOL_KEY).value == "precision_debugger"
+
+    def env_set(self, name: str) -> bool:
+        return name in self.env
+
+    def detected_mode(self) -> tuple[Mode, str]:
+        """The dump mode and why (a `--mode` option wins)."""
+        if self.forced_mode:
+            return self.forced_mode, "--mode"
+        inference = self.inference_dump_overrides()
+        if inference and any(self.env_set(name) for name in CONSISTENCY_ENV):
+            names = "+".join(n for n in CONSISTENCY_ENV if self.env_set(n))
+            return "consistency", f"{inference[0].key} with {names} in the env"
+        if self.training_tool:
+            return "training", f"{TOOL_KEY}=precision_debugger"
+        if inference:
+            return "inference", inference[0].key
+        return "none", "no msprobe dump configured"
+
+    @property
+    def mode(self) -> Mode:
+        return self.detected_mode()[0]
+
+    @property
+    def rollout_backend(self) -> str | None:
+        value = self.setting(f"{ROLLOUT}.name").value
+        return None if value in (None, "???", "null") else value
+
+    def train_backend_why(self) -> tuple[str, str]:
+        engine = self.setting("model_engine")
+        if engine.value == "megatron":
+            return "megatron", "model_engine=megatron"
+        strategy = self.setting(f"{ACTOR}.strategy")
+        if strategy.is_set and strategy.value == "megatron":
+            return "megatron", f"{ACTOR}.strategy=megatron"
+        if self.config_name and "megatron" in self.config_name:
+            return "megatron", f"--config-name {self.config_name}"
+        return (strategy.value or "fsdp"), (f"{ACTOR}.strategy" if strategy.is_set else "default")
+
+    @property
+    def megatron(self) -> bool:
+        return self.train_backend_why()[0] == "megatron"
+
+    def world_size(self) -> int | None:
+        per_node = self.setting("trainer.n_gpus_per_node").as_int()
+        nodes = self.setting("trainer.nnodes").as_int()
+        return None if per_node is None or nodes is None else per_node * nodes
+
+    def world_settings(self) -> list[Setting]:
+        return [self.setting("trainer.n_gpus_per_node"), self.setting("trainer.nnodes")]
+
+    def train_dp(self) -> tuple[int | None, list[Setting]]:
+        """Training data-parallel size: Megatron world/(TP*PP*CP); FSDP world/SP (Ulysses)."""
+        used = self.world_settings()
+        if self.megatron:
+            used += [self.setting(f"{ACTOR}.megatron.{n}_parallel_size") for n in
+                     ("tensor_model", "pipeline_model", "context")]
+        else:
+            used.append(self.setting(f"{ACTOR}.ulysses_sequence_parallel_size"))
+        world = self.world_size()
+        divisors = [s.as_int() for s in used[2:]]
+        if world is None or any(d is None or d <= 0 for d in divisors):
+            return None, used
+        product = 1
+        for divisor in divisors:
+            product *= divisor  # type: ignore[operator]
+        return (world // product if world % product == 0 else None), used
+
+    SIZE_KEYS = (
+        "trainer.n_gpus_per_node", "trainer.nnodes",
+        f"{ROLLOUT}.tensor_model_parallel_size", f"{ROLLOUT}.data_parallel_size",
+        f"{ROLLOUT}.pipeline_model_parallel_size", f"{ROLLOUT}.expert_parallel_size",
+        f"{ACTOR}.ulysses_sequence_parallel_size", f"{REF}.ulysses_sequence_parallel_size",
+        f"{ACTOR}.megatron.tensor_model_parallel_size", f"{ACTOR}.megatron.pipeline_model_parallel_size",
+        f"{ACTOR}.megatron.expert_model_parallel_size", f"{ACTOR}.megatron.context_parallel_size",
+        f"{REF}.megatron.tensor_model_parallel_size", f"{REF}.megatron.pipeline_model_parallel_size",
+        f"{REF}.megatron.expert_model_parallel_size", f"{REF}.megatron.context_parallel_size",
+        "data.train_batch_size", f"{ACTOR}.ppo_mini_batch_size", f"{ACTOR}.ppo_micro_batch_size_per_gpu",
+        f"{REF}.log_prob_micro_batch_size_per_gpu", f"{ROLLOUT}.log_prob_micro_batch_size_per_gpu",
+        f"{ROLLOUT}.n", f"{ROLLOUT}.agent.num_workers",
+    )
+
+    def summary(self) -> dict:
+        """The `rlpatch detect` object for this run (the JSON contract of issue 5)."""
+        mode, why = self.detected_mode()
+        backend, backend_why = self.train_backend_why()
+        sizes = {}
+        for key in self.SIZE_KEYS:
+            if self.megatron is False and ".megatron." in key:
+                continue
+            setting = self.setting(key)
+            sizes[key] = {"value": setting.value, "source": setting.source,
+                          "line": setting.span.line if setting.is_set else None}
+        return {
+            "file": self.file,
+            "entry": self.launch.entry,
+            "mode": mode,
+            "mode_reason": why,
+            "rollout_backend": self.rollout_backend,
+            "train_backend": backend,
+            "train_backend_reason": backend_why,
+            "world_size": self.world_size(),
+            "verl_version": str(self.version),
+            "sizes": sizes,
+            "overrides": [
+                {"text": o.text, "key": o.key, "value": o.value, "line": o.span.line, "column": o.span.column}
+                for o in self.overrides
+            ],
+            "env": {name: var.text for name, var in sorted(self.env.items())},
+            "env_sources": {name: {"how": var.how, "file": var.span.file, "line": var.span.line}
+                            for name, var in sorted(self.env.items())},
+            "ray_submit": self.launch.ray_submit,
+            "unknown": [{"what": u.what, "file": u.span.file, "line": u.span.line, "column": u.span.column}
+                        for u in self.unknown],
+        }
+
+
+def _config_option(text: str | None) -> tuple[str, str | None] | None:
+    """`--config-path X`, `--config-path=X`, `-cp X`, `-cp=X`, and the same for the name."""
+    if text is None:
+        return None
+    for name, spellings in (("path", ("--config-path", "-cp")), ("name", ("--config-name", "-cn"))):
+        for spelling in spellings:
+            if text == spelling:
+                return name, None
+            if text.startswith(spelling + "="):
+                return name, text[len(spelling) + 1:]
+    return None
+
+
+def _flatten(data: dict, prefix: str = "") -> list[tuple[str, object]]:
+    items: list[tuple[str, object]] = []
+    for key, value in data.items():
+        if not prefix and key in ("defaults", "hydra"):
+            continue
+        dotted = f"{prefix}{key}"
+        if isinstance(value, dict):
+            items.extend(_flatten(value, dotted + "."))
+        else:
+            items.append((dotted, value))
+    return items
+
+
+__all__ = ["AR", "EnvVar", "MODES", "Mode", "Override", "Run", "Setting"]

@@ -1,0 +1,159 @@
+"""Reporters: concise | full | json | github | sarif. Columns are 1-based character columns.
+
+Every reporter writes findings only to stdout; input errors go to stderr as one line each
+(`rlpatch: error: ...`), so `--format json` / `sarif` output is always parseable.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Callable, TextIO
+
+from rlpatch import __version__
+from rlpatch.lint.engine import FileResult, rule_classes
+from rlpatch.lintrule import SEVERITY_LETTER, Finding
+
+FORMATS = ("concise", "full", "json", "github", "sarif")
+SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+
+
+def finding_dict(finding: Finding) -> dict:
+    """The JSON contract of issue 5 (one object per finding)."""
+    span = finding.span
+    return {"code": finding.code, "severity": finding.severity, "message": finding.message, "file": span.file,
+            "line": span.line, "column": span.column, "end_line": span.end_line, "end_column": span.end_column}
+
+
+def _findings(results: list[FileResult]) -> list[Finding]:
+    return [finding for result in results for finding in result.findings]
+
+
+def report_concise(results: list[FileResult], out: TextIO) -> None:
+    findings = _findings(results)
+    for f in findings:
+        out.write(f"{f.span.file}:{f.span.line}:{f.span.column}: {f.code} [{SEVERITY_LETTER[f.severity]}] {f.message}\n")
+    _summary(findings, out)
+
+
+def report_full(results: list[FileResult], out: TextIO) -> None:
+    findings = _findings(results)
+    lines_cache: dict[str, list[str]] = {}
+    for f in findings:
+        out.write(f"{f.span.file}:{f.span.line}:{f.span.column}: {f.code} [{SEVERITY_LETTER[f.severity]}] {f.message}\n")
+        text = _line(lines_cache, f.span.file, f.span.line)
+        if text is not None:
+            width = max(1, (f.span.end_column - f.span.column) if f.span.end_line == f.span.line else len(text) - f.span.column + 1)
+            out.write(f"  {f.span.line:>4} | {text}\n       | {' ' * (f.span.column - 1)}{'^' * width}\n")
+        for span in f.related:
+            out.write(f"  note: used at {span.file}:{span.line}:{span.column}\n")
+        out.write("\n")
+    _summary(findings, out)
+
+
+def _line(cache: dict[str, list[str]], path: str, line: int) -> str | None:
+    if path not in cache:
+        try:
+            with open(path, encoding="utf-8") as handle:
+                cache[path] = handle.read().splitlines()
+        except (OSError, UnicodeDecodeError):
+            cache[path] = []
+    lines = cache[path]
+    return lines[line - 1].expandtabs(1) if 0 < line <= len(lines) else None
+
+
+def _summary(findings: list[Finding], out: TextIO) -> None:
+    if findings:
+        out.write(f"Found {len(findings)} finding{'s' if len(findings) != 1 else ''}.\n")
+    else:
+        out.write("All checks passed.\n")
+
+
+def report_json(results: list[FileResult], out: TextIO) -> None:
+    json.dump([finding_dict(f) for f in _findings(results)], out, indent=2)
+    out.write("\n")
+
+
+def report_github(results: list[FileResult], out: TextIO) -> None:
+    level = {"error": "error", "warning": "warning", "info": "notice"}
+    for f in _findings(results):
+        s = f.span
+        message = f.message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+        out.write(f"::{level[f.severity]} file={s.file},line={s.line},col={s.column},endLine={s.end_line},"
+                  f"endColumn={s.end_column},title=rlpatch ({f.code})::{f.code} {message}\n")
+
+
+def repo_root(start: str) -> str:
+    """The top of the git work tree containing `start` (else the current directory)."""
+    current = os.path.abspath(start)
+    while True:
+        if os.path.exists(os.path.join(current, ".git")):
+            return current
+        parent = os.path.dirname(current)
+        if parent == current:
+            return os.getcwd()
+        current = parent
+
+
+def _uri(path: str, root: str) -> str:
+    if path == "-":
+        return "stdin"
+    relative = os.path.relpath(os.path.abspath(path), root)
+    return relative.replace(os.sep, "/")
+
+
+def sarif_document(results: list[FileResult]) -> dict:
+    """A SARIF 2.1.0 log with repo-relative artifact URIs (uriBaseId %SRCROOT%)."""
+    root = repo_root(os.getcwd())
+    classes = rule_classes()
+    index = {cls.code: i for i, cls in enumerate(classes)}
+    level = {"error": "error", "warning": "warning", "info": "note"}
+    rules = [{
+        "id": cls.code,
+        "name": cls.__name__,
+        "shortDescription": {"text": cls.summary},
+        "fullDescription": {"text": " ".join(cls.why().split()) or cls.summary},
+        "help": {"text": cls.documentation()},
+        "defaultConfiguration": {"level": level[cls.severity]},
+    } for cls in classes]
+
+    def location(span) -> dict:
+        return {"physicalLocation": {
+            "artifactLocation": {"uri": _uri(span.file, root), "uriBaseId": "%SRCROOT%"},
+            "region": {"startLine": span.line, "startColumn": span.column,
+                       "endLine": span.end_line, "endColumn": max(span.end_column, span.column)},
+        }}
+
+    sarif_results = []
+    for f in _findings(results):
+        result = {"ruleId": f.code, "level": level[f.severity], "message": {"text": f.message},
+                  "locations": [location(f.span)]}
+        if f.code in index:
+            result["ruleIndex"] = index[f.code]
+        if f.related:
+            result["relatedLocations"] = [dict(location(s), id=i, message={"text": "used here"})
+                                          for i, s in enumerate(f.related) if s.line > 0]
+        sarif_results.append(result)
+    notifications = [{"level": "error", "message": {"text": r.error}} for r in results if r.error]
+    return {
+        "$schema": SARIF_SCHEMA,
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {"name": "rlpatch", "version": __version__, "rules": rules}},
+            "originalUriBaseIds": {"%SRCROOT%": {"uri": "file://" + root.rstrip("/") + "/"}},
+            "columnKind": "unicodeCodePoints",
+            "invocations": [{"executionSuccessful": not notifications, "toolExecutionNotifications": notifications}],
+            "results": sarif_results,
+        }],
+    }
+
+
+def report_sarif(results: list[FileResult], out: TextIO) -> None:
+    json.dump(sarif_document(results), out, indent=2)
+    out.write("\n")
+
+
+REPORTERS: dict[str, Callable[[list[FileResult], TextIO], None]] = {
+    "concise": report_concise, "full": report_full, "json": report_json, "github": report_github,
+    "sarif": report_sarif,
+}

@@ -1,0 +1,229 @@
+"""What a lint rule is, as the lint engine sees it (the stable base for every RLxxx family).
+
+A lint rule is one class in one module of `rules/`, in the style of Fixit:
+
+    class RolloutTpEqualsCards(LintRule):
+        \"\"\"Why the rule exists (this docstring is what `rlpatch rule RL201` prints).\"\"\"
+
+        code = "RL201"
+        severity = "error"
+        modes = frozenset({"consistency"})        # dump modes it applies to (default: all)
+        summary = "one line for listings"
+        VALID = [Case("...script that must not trigger...")]
+        INVALID = [Case("...script that must trigger...", expect=[(3, 5)])]
+
+        def check(self, ctx: LintContext) -> None:
+            tp = ctx.run.setting("actor_rollout_ref.rollout.tensor_model_parallel_size")
+            if ctx.unresolved(tp):
+                return
+            ...
+            ctx.report("message", at=tp.span, related=tp.related())
+
+`check(ctx)` runs once per verl launch of the script (`ctx.run`, a `rlpatch.lint.model.Run`) when
+the launch's mode is in `modes`; `check_file(fctx)` runs once per script after that (file-level
+rules: no entry point, continuation mistakes, a summary of what stayed unknown). A rule never
+prints and never raises on bad input: it calls `report(message, at=Span)` with *any* position of
+*any* file (a script line, a key inside a config.json the script references: `ctx.json_position`),
+so later families (RL3xx Hydra schema, RL5xx msprobe config files, RL6xx versions and patch
+state) are new modules with the same shape. Options every rule can read are on `ctx.options`
+(`verl_version`, `verl_root`, `allow_level`, `config_root`, `env` ...).
+
+The VALID/INVALID cases are tests: one parametrized test lints each case and checks that the rule
+fires (at the `expect`ed 1-based line/column pairs when given) or stays silent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Literal, Mapping, Sequence
+
+from rlpatch.shell.source import Span
+from rlpatch.versions import Version
+
+if TYPE_CHECKING:
+    from rlpatch.lint.model import Run, Setting
+    from rlpatch.shell import Evaluation, SourceFile
+
+Severity = Literal["error", "warning", "info"]
+SEVERITY_LETTER: dict[str, str] = {"error": "E", "warning": "W", "info": "I"}
+SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "error": 2}
+ALL_MODES: frozenset[str] = frozenset({"training", "inference", "consistency", "none"})
+Position = Span  # re-exported for rule modules: a file, 1-based line/column, exclusive end
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem at one position; `related` are secondary positions (where a value was used)."""
+
+    code: str
+    severity: Severity
+    message: str
+    span: Span
+    related: tuple[Span, ...] = ()
+
+    def sort_key(self) -> tuple:
+        return (self.span.file, self.span.line, self.span.column, self.code, self.message)
+
+
+@dataclass(frozen=True)
+class Case:
+    """A rule's own example, run as a test.
+
+    `files` are written next to the script (sourced scripts, msprobe config.json files, YAML);
+    `options` are LintOptions fields (mode, verl_version, env, args, allow_level, ...);
+    `expect` lists the (line, column) of every finding of this rule, or None for "at least one"
+    (INVALID) / "none" (VALID).
+    """
+
+    script: str
+    files: Mapping[str, str] = field(default_factory=dict)
+    options: Mapping[str, Any] = field(default_factory=dict)
+    expect: Sequence[tuple[int, int]] | None = None
+    note: str = ""
+
+
+@dataclass
+class LintOptions:
+    """What the user told `rlpatch lint` (CLI, then `[tool.rlpatch]`), visible to every rule."""
+
+    verl_version: Version = field(default_factory=lambda: Version.parse("0.9.1"))
+    verl_root: str | None = None
+    mode: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    args: list[str] = field(default_factory=list)
+    allow_level: frozenset[str] = frozenset()
+    config_root: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)  # room for later families' options
+
+
+@dataclass
+class Skipped:
+    """A rule that could not decide because a value it needs is unknown (reported by RL002)."""
+
+    code: str
+    what: str
+    span: Span
+
+
+class _Reporter:
+    """What both contexts share: reporting findings and reading files the script points at."""
+
+    def __init__(self, rule: "LintRule", options: LintOptions, findings: list[Finding], skipped: list[Skipped],
+                 script_path: str) -> None:
+        self.rule = rule
+        self.options = options
+        self.findings = findings
+        self.skipped = skipped
+        self.script_path = script_path
+
+    def report(self, message: str, at: Span, *, severity: Severity | None = None,
+               related: Iterable[Span] = (), code: str | None = None) -> None:
+        """Record a finding of this rule at any position of any file."""
+        self.findings.append(Finding(code or self.rule.code, severity or self.rule.severity, message, at,
+                                     tuple(s for s in related if s != at)))
+
+    def resolve_path(self, text: str) -> str:
+        """A path written in the script, as the linter can open it (relative to the script or --config-root)."""
+        if os.path.isabs(text):
+            return text
+        base = self.options.config_root or os.path.dirname(self.script_path) or "."
+        return os.path.normpath(os.path.join(base, text))
+
+    def read_json(self, path: str) -> tuple[Any, str] | None:
+        """(parsed JSON, text) of a file the script references, or None when unreadable or not JSON."""
+        try:
+            with open(path, encoding="utf-8") as handle:
+                text = handle.read(4 * 1024 * 1024)
+            return json.loads(text), text
+        except (OSError, ValueError):
+            return None
+
+    @staticmethod
+    def json_position(path: str, text: str, key: str) -> Span:
+        """The position of `"key":` inside a JSON text (first occurrence), else the file's first line."""
+        match = re.search(r'"' + re.escape(key) + r'"\s*:', text)
+        if not match:
+            return Span(path, 1, 1, 1, 2)
+        line = text.count("\n", 0, match.start()) + 1
+        column = match.start() - (text.rfind("\n", 0, match.start()) + 1) + 1
+        return Span(path, line, column, line, column + len(key) + 2)
+
+
+class LintContext(_Reporter):
+    """Passed to `LintRule.check` for one verl launch."""
+
+    def __init__(self, rule: "LintRule", run: "Run", options: LintOptions, findings: list[Finding],
+                 skipped: list[Skipped]) -> None:
+        super().__init__(rule, options, findings, skipped, run.file)
+        self.run = run
+
+    def unresolved(self, *settings: "Setting") -> bool:
+        """True (and noted for RL002) when any of the settings is unknown: the rule must not guess."""
+        unknown = [s for s in settings if not s.known]
+        for setting in unknown:
+            self.skipped.append(Skipped(self.rule.code, f"{setting.key}={setting.desc or '<unknown>'}", setting.span))
+        return bool(unknown)
+
+
+class FileContext(_Reporter):
+    """Passed to `LintRule.check_file` once per script, after every launch was checked."""
+
+    def __init__(self, rule: "LintRule", source: "SourceFile", evaluation: "Evaluation", runs: list["Run"],
+                 options: LintOptions, findings: list[Finding], skipped: list[Skipped]) -> None:
+        super().__init__(rule, options, findings, skipped, source.path)
+        self.source = source
+        self.evaluation = evaluation
+        self.runs = runs
+
+
+class LintRule:
+    """Base class of every lint rule; see the module docstring."""
+
+    code: ClassVar[str]
+    severity: ClassVar[Severity] = "error"
+    modes: ClassVar[frozenset[str]] = ALL_MODES
+    summary: ClassVar[str] = ""
+    VALID: ClassVar[Sequence[Case]] = ()
+    INVALID: ClassVar[Sequence[Case]] = ()
+    after_others: ClassVar[bool] = False  # check_file runs after every other rule's (RL002 summarises them)
+
+    def check(self, ctx: LintContext) -> None:
+        """Called once per verl launch whose mode is in `modes`."""
+
+    def check_file(self, ctx: FileContext) -> None:
+        """Called once per script after all launches were checked."""
+
+    @classmethod
+    def applies_to(cls, mode: str) -> bool:
+        return mode in cls.modes
+
+    @classmethod
+    def why(cls) -> str:
+        """The rule's explanation: its module docstring (or class docstring) without the title line."""
+        import inspect
+        import sys
+
+        module = sys.modules.get(cls.__module__)
+        doc = inspect.cleandoc(cls.__doc__ or (module.__doc__ if module else "") or "")
+        first, _, rest = doc.partition("\n")
+        return rest.strip() if first.startswith(cls.code) else doc
+
+    @classmethod
+    def documentation(cls) -> str:
+        """Why (the docstring), then a bad and a good example: what `rlpatch rule CODE` prints."""
+        doc = cls.why()
+        letter = SEVERITY_LETTER[cls.severity]
+        modes = "all modes" if cls.modes == ALL_MODES else ", ".join(sorted(cls.modes))
+        parts = [f"{cls.code} ({letter}, {modes}): {cls.summary}", "", doc]
+        if cls.INVALID:
+            parts += ["", "Bad:", "", _indent(cls.INVALID[0].script)]
+        if cls.VALID:
+            parts += ["", "Good:", "", _indent(cls.VALID[0].script)]
+        return "\n".join(parts).rstrip() + "\n"
+
+
+def _indent(script: str) -> str:
+    return "\n".join("    " + line if line else "" for line in script.strip("\n").splitlines())

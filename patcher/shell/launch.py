@@ -1,0 +1,63 @@
+"""Recognising the command that launches verl, whatever launcher wraps it.
+
+`python3 -m verl.trainer.main_ppo`, `python -m recipe.dapo.main_dapo`, `torchrun ... -m ...`,
+`ray job submit --address=... -- python3 -m ...`, `srun ... python3 ...`, `uv run python ...`,
+`"${LAUNCH[@]}" -m ...`, `$PYTHON -m ...` and `python3 verl/trainer/main_ppo.py` all reduce to
+the same thing: some launcher words, an *entry* (a module run with `-m`, or a script path), then
+the Hydra arguments. The words before the entry only matter for where env vars must go (Ray).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from rlpatch.shell.source import Span
+
+if TYPE_CHECKING:
+    from rlpatch.shell.evaluator import Arg
+    from rlpatch.shell.words import Value
+
+# verl's trainers and recipes: verl.trainer.main_ppo, verl.trainer.main_generation_server,
+# recipe.dapo.main_dapo, verl.experimental.fully_async_policy.fully_async_main, ...
+ENTRY_MODULE_RE = re.compile(r"(?:verl|recipe|examples)(?:\.[A-Za-z_][A-Za-z0-9_]*)*\.(?:main\w*|\w*_main|\w*trainer\w*)")
+ENTRY_SCRIPT_RE = re.compile(r"(?:^|/)(?:verl|recipe)/(?:[\w.-]+/)*(?:main\w*|\w*_main)\.py")
+
+
+@dataclass
+class Launch:
+    """One command that runs a verl entry point, fully expanded."""
+
+    entry: str  # module name (`verl.trainer.main_ppo`) or script path
+    entry_arg: "Arg"
+    launcher: list["Arg"]  # the words before `-m MODULE` / the script
+    args: list["Arg"]  # everything after the entry: Hydra overrides and options
+    command_span: Span
+    env: dict[str, "Value"] = field(default_factory=dict)  # exported + `VAR=x cmd` prefixes
+
+    @property
+    def ray_submit(self) -> bool:
+        texts = [arg.text for arg in self.launcher]
+        return any(texts[i:i + 3] == ["ray", "job", "submit"] for i in range(len(texts)))
+
+    def identity(self) -> tuple:
+        from rlpatch.shell.words import word_text
+
+        env = tuple(sorted((name, word_text(value.first())) for name, value in self.env.items()))
+        return (self.command_span, tuple((a.text, a.span) for a in self.args), env)
+
+
+def find_launch(argv: list["Arg"], command_span: Span, env: dict[str, "Value"]) -> Launch | None:
+    """The verl launch in this argv, or None when the command runs something else."""
+    for index, arg in enumerate(argv):
+        text = arg.text
+        if text is None:
+            continue
+        if text == "-m" and index + 1 < len(argv):
+            module = argv[index + 1].text
+            if module is not None and ENTRY_MODULE_RE.fullmatch(module):
+                return Launch(module, argv[index + 1], argv[:index], argv[index + 2:], command_span, env)
+        elif text.endswith(".py") and ENTRY_SCRIPT_RE.search(text):
+            return Launch(text, arg, argv[:index], argv[index + 1:], command_span, env)
+    return None

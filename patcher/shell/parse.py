@@ -1,0 +1,60 @@
+"""tree-sitter-bash parsing, shared by the evaluator and the lint engine.
+
+tree-sitter never raises and keeps comments and positions. It marks a few real constructs as
+errors (the evaluator recovers from those word by word), but an unterminated quote swallows the
+rest of the file: that one is reported as an input error instead of being linted as garbage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from rlpatch.errors import InputError
+from rlpatch.shell.source import SourceFile
+
+
+@lru_cache(maxsize=1)
+def _parser():
+    import tree_sitter_bash
+    from tree_sitter import Language, Parser
+
+    return Parser(Language(tree_sitter_bash.language()))
+
+
+@dataclass
+class ParsedScript:
+    tree: object  # tree_sitter.Tree
+
+
+def parse_file(source: SourceFile) -> ParsedScript:
+    tree = _parser().parse(source.encoded)
+    root = tree.root_node
+    if root.has_error:
+        _check_unterminated(source, root)
+    return ParsedScript(tree)
+
+
+def _check_unterminated(source: SourceFile, root) -> None:
+    """Raise InputError when a quote or a `$(`/`${` is never closed (the rest of the file is lost)."""
+    end = len(source.encoded)
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if not node.has_error and not node.is_missing:
+            continue
+        if node.is_missing and node.type in ('"', "'", "`", ")", "}", "))"):
+            opener = node.parent if node.parent is not None else node
+            _raise_unterminated(source, opener.start_byte, node.type)
+        if node.type == "ERROR" and node.end_byte >= end - 1:
+            text = source.encoded[node.start_byte:node.end_byte]
+            for quote in (b'"', b"'", b"`"):
+                index = text.find(quote)
+                if index != -1 and text.count(quote) % 2 == 1:
+                    _raise_unterminated(source, node.start_byte + index, quote.decode())
+        stack.extend(node.children)
+
+
+def _raise_unterminated(source: SourceFile, byte_offset: int, what: str) -> None:
+    line, column = source.line_col(source.char_offset(byte_offset))
+    raise InputError(f"{source.path}:{line}:{column}: unterminated {what!s} (the rest of the file cannot be read)")

@@ -1,0 +1,119 @@
+"""Script text and source positions.
+
+Every position rlpatch reports is a `Span`: a file plus 1-based line and 1-based *character*
+column (not byte: tree-sitter counts bytes, editors and SARIF count characters), with an
+exclusive end. `SourceFile` loads a script once, refuses inputs a shell script cannot be
+(binary, not UTF-8, too large, a directory) with a one-line reason, and converts offsets.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+from dataclasses import dataclass
+from functools import cached_property
+
+from rlpatch.errors import InputError
+
+# Real launch scripts are a few KB; a 2 MB "script" is generated data or a mistake.
+MAX_SCRIPT_BYTES = 2 * 1024 * 1024
+
+
+@dataclass(frozen=True, order=True)
+class Span:
+    """A range in one file: 1-based line and character column, end exclusive."""
+
+    file: str
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.column}"
+
+    def contains_line(self, line: int) -> bool:
+        return self.line <= line <= self.end_line
+
+
+class SourceFile:
+    """The decoded text of one script with fast offset -> (line, column) conversion."""
+
+    def __init__(self, path: str, text: str) -> None:
+        self.path = path
+        self.text = text
+        self._line_starts = [0]
+        find = text.find
+        pos = find("\n")
+        while pos != -1:
+            self._line_starts.append(pos + 1)
+            pos = find("\n", pos + 1)
+
+    @classmethod
+    def from_bytes(cls, path: str, data: bytes) -> "SourceFile":
+        if len(data) > MAX_SCRIPT_BYTES:
+            raise InputError(f"{path}: file too large ({len(data) / 1e6:.1f} MB; a launch script is at most 2 MB)")
+        if b"\0" in data:
+            raise InputError(f"{path}: binary file (contains NUL bytes), not a shell script")
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise InputError(f"{path}: not UTF-8 (invalid byte at offset {err.start})") from None
+        if text.startswith("\ufeff"):
+            text = text[1:]
+        return cls(path, text)
+
+    @classmethod
+    def read(cls, path: str) -> "SourceFile":
+        """Read `path`, raising InputError with a one-line reason for anything that is not a script."""
+        if os.path.isdir(path):
+            raise InputError(f"{path}: is a directory")
+        try:
+            size = os.path.getsize(path)
+            if size > MAX_SCRIPT_BYTES:
+                raise InputError(f"{path}: file too large ({size / 1e6:.1f} MB; a launch script is at most 2 MB)")
+            with open(path, "rb") as handle:
+                data = handle.read()
+        except FileNotFoundError:
+            raise InputError(f"{path}: no such file") from None
+        except OSError as err:
+            raise InputError(f"{path}: cannot read ({err.strerror or err})") from None
+        return cls.from_bytes(path, data)
+
+    @cached_property
+    def encoded(self) -> bytes:
+        return self.text.encode("utf-8")
+
+    @cached_property
+    def _byte_to_char(self) -> list[int] | None:
+        """Byte offset -> character offset table; None when the text is ASCII (identity)."""
+        if len(self.encoded) == len(self.text):
+            return None
+        table = []
+        for index, char in enumerate(self.text):
+            table.extend([index] * len(char.encode("utf-8")))
+        table.append(len(self.text))
+        return table
+
+    def char_offset(self, byte_offset: int) -> int:
+        table = self._byte_to_char
+        return byte_offset if table is None else table[min(byte_offset, len(table) - 1)]
+
+    def line_col(self, offset: int) -> tuple[int, int]:
+        """1-based line and character column of a character offset."""
+        line = bisect.bisect_right(self._line_starts, offset) - 1
+        return line + 1, offset - self._line_starts[line] + 1
+
+    def span(self, start: int, end: int) -> Span:
+        line, column = self.line_col(start)
+        end_line, end_column = self.line_col(max(end, start))
+        return Span(self.path, line, column, end_line, end_column)
+
+    def line_text(self, line: int) -> str:
+        start = self._line_starts[line - 1]
+        end = self._line_starts[line] - 1 if line < len(self._line_starts) else len(self.text)
+        return self.text[start:end]
+
+    @property
+    def line_count(self) -> int:
+        return len(self._line_starts)

@@ -1,0 +1,82 @@
+r"""RL003: a line continuation that silently ends the command.
+
+A backslash continues a command only when it is the very last character of the line. A comment
+line in the middle of a continued command, a comment ending in `\`, a space after the `\`, or a
+`\` on the last line of the file all end the command early: the remaining `key=value` lines run
+as separate (failing or no-op) commands and the overrides never reach verl. bash gives no error
+for the dropped overrides.
+"""
+
+from __future__ import annotations
+
+import re
+
+from rlpatch.lintrule import Case, FileContext, LintRule
+from rlpatch.shell.source import Span
+
+
+class BrokenContinuation(LintRule):
+    code = "RL003"
+    severity = "warning"
+    summary = "trailing `\\` at end of file, or a comment that silently ends a continuation"
+
+    VALID = [
+        Case("python3 -m verl.trainer.main_ppo \\\n    trainer.nnodes=1 \\\n    trainer.n_gpus_per_node=8\n"),
+        Case("# a comment \\\npython3 -m verl.trainer.main_ppo trainer.nnodes=1\n"),
+    ]
+    INVALID = [
+        Case("python3 -m verl.trainer.main_ppo \\\n    # the batch size\n    data.train_batch_size=8\n",
+             expect=[(2, 5)]),
+        Case("python3 -m verl.trainer.main_ppo \\\n    trainer.nnodes=1 # one node \\\n    data.train_batch_size=8\n",
+             expect=[(2, 22)]),
+        Case("python3 -m verl.trainer.main_ppo \\ \n    data.train_batch_size=8\n", expect=[(1, 34)]),
+        Case("python3 -m verl.trainer.main_ppo \\\n    data.train_batch_size=8 \\\n", expect=[(2, 29)]),
+    ]
+
+    def check_file(self, ctx: FileContext) -> None:
+        source = ctx.source
+        path = source.path
+        for start_byte, text in _comments(ctx.evaluation.parsed.tree.root_node):
+            line, col = source.line_col(source.char_offset(start_byte))
+            column = col - 1
+            before = source.line_text(line)[:column]
+            if before.strip() and text.endswith("\\"):
+                ctx.report("comment ends in `\\`: the continuation is part of the comment and the command ends here",
+                           at=Span(path, line, col, line, col + len(text)))
+            elif not before.strip() and line > 1 and _continues(source.line_text(line - 1)):
+                ctx.report("comment line inside a continued command: the command ends here and the next lines "
+                           "run as separate commands", at=Span(path, line, column + 1, line, column + 1 + len(text)))
+        for line in range(1, source.line_count + 1):
+            text = source.line_text(line)
+            match = re.search(r"\\[ \t]+$", text)
+            if match and line < source.line_count and source.line_text(line + 1)[:1] in (" ", "\t"):
+                col = match.start() + 1
+                ctx.report("space after `\\`: this is not a line continuation, the command ends here",
+                           at=Span(path, line, col, line, col + 1))
+        last = _last_code_line(source)
+        if last and _continues(source.line_text(last)):
+            col = len(source.line_text(last))
+            ctx.report("`\\` at the end of the file continues into nothing", at=Span(path, last, col, last, col + 1))
+
+
+def _continues(line: str) -> bool:
+    return line.endswith("\\") and not line.endswith("\\\\") and not line.lstrip().startswith("#")
+
+
+def _last_code_line(source) -> int:
+    for line in range(source.line_count, 0, -1):
+        if source.line_text(line).strip():
+            return line
+    return 0
+
+
+def _comments(root) -> list[tuple[int, str]]:
+    """(start byte, text) of every comment node."""
+    found = []
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if node.type == "comment":
+            found.append((node.start_byte, node.text.decode("utf-8", "replace")))
+        stack.extend(node.children)
+    return found

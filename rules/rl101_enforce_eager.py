@@ -1,0 +1,43 @@
+"""RL101: inference dumps need eager mode (`actor_rollout_ref.rollout.enforce_eager=True`).
+
+msprobe hooks Python forward calls; a captured graph (CUDA graph / ACL graph) replays kernels
+without calling them, so a graph-mode rollout dumps nothing. vLLM-Ascend 0.13 to 0.19 refuse to
+start a dump in graph mode, 0.20.2+ need a source build of msprobe with aclgraph dump. For SGLang
+verl maps `enforce_eager` to `disable_cuda_graph`. verl's default is False.
+"""
+
+from __future__ import annotations
+
+from rlpatch.lint.checks import expect_value
+from rlpatch.lintrule import Case, LintContext, LintRule
+
+_VLLM = "    +actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config.dump_config_path=dump.json \\\n"
+
+
+class EnforceEager(LintRule):
+    code = "RL101"
+    severity = "error"
+    modes = frozenset({"inference", "consistency"})
+    summary = "inference dumps need actor_rollout_ref.rollout.enforce_eager=True"
+
+    VALID = [
+        Case("python3 -m verl.trainer.main_ppo \\\n" + _VLLM +
+             "    actor_rollout_ref.rollout.name=vllm \\\n    actor_rollout_ref.rollout.enforce_eager=True\n"),
+        Case("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.enforce_eager=False\n",
+             note="no dump configured (mode none): graph mode is fine"),
+        Case("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.enforce_eager=true\n",
+             options={"mode": "consistency"}),
+    ]
+    INVALID = [
+        Case("python3 -m verl.trainer.main_ppo \\\n" + _VLLM +
+             "    actor_rollout_ref.rollout.name=vllm \\\n    actor_rollout_ref.rollout.enforce_eager=False\n",
+             expect=[(4, 45)]),
+        Case("python3 -m verl.trainer.main_ppo \\\n" + _VLLM + "    actor_rollout_ref.rollout.name=vllm\n",
+             expect=[(1, 12)], note="verl's default is False"),
+        Case("EAGER=False\npython3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.enforce_eager=$EAGER\n",
+             options={"mode": "consistency"}, expect=[(1, 7)]),
+    ]
+
+    def check(self, ctx: LintContext) -> None:
+        expect_value(ctx, "actor_rollout_ref.rollout.enforce_eager", "true",
+                     "graph mode cannot dump: msprobe only sees eager forward calls")

@@ -1,0 +1,35 @@
+"""RL103: the inference dump key needs `+` or `++`.
+
+`actor_rollout_ref.rollout.engine_kwargs.vllm` and `.sglang` default to empty dicts, so a key
+below them does not exist in verl's config and a plain `key=value` override fails in Hydra
+("Could not override ... To append to your config use +"). Write `+key=value` (or `++`).
+"""
+
+from __future__ import annotations
+
+from rlpatch.lintrule import Case, LintContext, LintRule
+
+_KEY = "actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config.dump_config_path"
+
+
+class InferenceDumpNeedsPlus(LintRule):
+    code = "RL103"
+    severity = "error"
+    modes = frozenset({"inference", "consistency"})
+    summary = "the inference dump key needs + or ++"
+
+    VALID = [
+        Case(f"python3 -m verl.trainer.main_ppo +{_KEY}=dump.json\n"),
+        Case(f"python3 -m verl.trainer.main_ppo ++{_KEY}=dump.json\n"),
+    ]
+    INVALID = [
+        Case(f"python3 -m verl.trainer.main_ppo \\\n    {_KEY}=dump.json\n", expect=[(2, 5)]),
+        Case("ARGS=(\n  actor_rollout_ref.rollout.engine_kwargs.sglang.msprobe_dump_config=d.json\n)\n"
+             'python3 -m verl.trainer.main_ppo "${ARGS[@]}"\n', expect=[(2, 3)]),
+    ]
+
+    def check(self, ctx: LintContext) -> None:
+        for override in ctx.run.inference_dump_overrides():
+            if override.prefix not in ("+", "++"):
+                ctx.report(f"{override.key} is below an empty engine_kwargs dict: write +{override.key}=... "
+                           "(a plain override fails in Hydra)", at=override.span, related=override.related())

@@ -1,0 +1,42 @@
+"""RL204: consistency runs need exactly one mini-batch per step.
+
+With `data.train_batch_size / actor.ppo_mini_batch_size > 1` the actor updates several times per
+step, so from the second mini-batch on the weights the training side dumps are no longer the
+weights the rollout generated with: training and inference dumps cannot agree. Set
+`actor_rollout_ref.actor.ppo_mini_batch_size` equal to `data.train_batch_size`.
+"""
+
+from __future__ import annotations
+
+from rlpatch.lint.checks import ints, pick, related_of
+from rlpatch.lint.defaults import ACTOR
+from rlpatch.lintrule import Case, LintContext, LintRule
+
+_C = {"mode": "consistency"}
+
+
+class SingleMiniBatch(LintRule):
+    code = "RL204"
+    severity = "error"
+    modes = frozenset({"consistency"})
+    summary = "one mini-batch: data.train_batch_size / actor.ppo_mini_batch_size == 1"
+
+    VALID = [
+        Case(f"python3 -m verl.trainer.main_ppo data.train_batch_size=16 {ACTOR}.ppo_mini_batch_size=16\n", options=_C),
+        Case("python3 -m verl.trainer.main_ppo data.train_batch_size=16\n", options={"mode": "training"}),
+    ]
+    INVALID = [
+        Case(f"BS=64\npython3 -m verl.trainer.main_ppo \\\n    data.train_batch_size=$BS \\\n"
+             f"    {ACTOR}.ppo_mini_batch_size=16\n", options=_C, expect=[(1, 4)]),
+        Case("python3 -m verl.trainer.main_ppo data.train_batch_size=16\n", options=_C, expect=[(1, 56)]),
+    ]
+
+    def check(self, ctx: LintContext) -> None:
+        values = ints(ctx, "data.train_batch_size", f"{ACTOR}.ppo_mini_batch_size")
+        if values is None:
+            return
+        (batch, batch_setting), (mini, mini_setting) = values
+        if batch != mini:
+            ctx.report(f"data.train_batch_size={batch} / ppo_mini_batch_size={mini} is not 1: several actor updates "
+                       "per step, the dumped weights drift from the rollout's", at=pick(batch_setting, mini_setting).span,
+                       related=related_of(batch_setting, mini_setting))

@@ -1,0 +1,54 @@
+"""RL205: consistency runs need no gradient accumulation.
+
+`ppo_mini_batch_size * rollout.n / ppo_micro_batch_size_per_gpu / DP` is the number of
+micro-batches each training rank accumulates. With more than one, a training rank's forward
+covers a different slice of samples than any inference rank, so the dumps cannot be paired.
+DP is world / (TP * PP * CP) with Megatron and world / Ulysses SP with FSDP. The micro batch must
+be set explicitly (null means dynamic or derived sizes).
+"""
+
+from __future__ import annotations
+
+from rlpatch.lint.checks import ints, pick, related_of
+from rlpatch.lint.defaults import ACTOR, ROLLOUT
+from rlpatch.lintrule import Case, LintContext, LintRule
+
+MICRO = f"{ACTOR}.ppo_micro_batch_size_per_gpu"
+_PY = "python3 -m verl.trainer.main_ppo trainer.n_gpus_per_node=8 \\\n"
+_C = {"mode": "consistency"}
+
+
+class NoGradientAccumulation(LintRule):
+    code = "RL205"
+    severity = "error"
+    modes = frozenset({"consistency"})
+    summary = "no gradient accumulation: mini * rollout.n / micro / DP == 1"
+
+    VALID = [
+        Case(_PY + f"    {ACTOR}.ppo_mini_batch_size=16 {ROLLOUT}.n=2 {MICRO}=4\n", options=_C),
+        Case(_PY + f"    model_engine=megatron {ACTOR}.megatron.tensor_model_parallel_size=4 \\\n"
+             f"    {ACTOR}.ppo_mini_batch_size=8 {MICRO}=4\n", options=_C),
+    ]
+    INVALID = [
+        Case(_PY + f"    {ACTOR}.ppo_mini_batch_size=16 {ROLLOUT}.n=2 {MICRO}=2\n", options=_C, expect=[(2, 135)]),
+        Case(_PY + f"    {ACTOR}.ppo_mini_batch_size=16\n", options=_C, expect=[(1, 12)]),
+    ]
+
+    def check(self, ctx: LintContext) -> None:
+        run = ctx.run
+        micro = run.setting(MICRO)
+        if ctx.unresolved(micro):
+            return
+        if micro.is_null():
+            ctx.report(f"{MICRO} is not set: set it so that mini * n / micro / DP == 1", at=micro.span)
+            return
+        values = ints(ctx, f"{ACTOR}.ppo_mini_batch_size", f"{ROLLOUT}.n", MICRO)
+        dp, dp_settings = run.train_dp()
+        if values is None or dp is None or ctx.unresolved(*dp_settings):
+            return
+        (mini, mini_s), (n, n_s), (micro_value, _) = values
+        if micro_value <= 0 or mini * n != micro_value * dp:
+            steps = mini * n / (micro_value * dp) if micro_value > 0 else float("inf")
+            ctx.report(f"mini {mini} * rollout.n {n} / micro {micro_value} / DP {dp} = {steps:g} micro-batches per "
+                       "rank (gradient accumulation); it must be 1", at=pick(micro, mini_s, n_s).span,
+                       related=related_of(mini_s, n_s, micro, *dp_settings))

@@ -1,0 +1,40 @@
+"""RL207: dynamic batch sizes off, and explicit log-prob micro batches, for consistency runs.
+
+Dynamic batch sizing (`use_dynamic_bsz`) regroups samples by token count, so the samples in a
+training rank's forward differ from any inference rank's. Turn it off for the actor, the ref
+log-prob and the rollout log-prob, and give `ref.log_prob_micro_batch_size_per_gpu` and
+`rollout.log_prob_micro_batch_size_per_gpu` explicitly (null derives them).
+"""
+
+from __future__ import annotations
+
+from rlpatch.lint.checks import expect_value
+from rlpatch.lint.defaults import ACTOR, REF, ROLLOUT
+from rlpatch.lintrule import Case, LintContext, LintRule
+
+_C = {"mode": "consistency"}
+_GOOD = (f"python3 -m verl.trainer.main_ppo \\\n    {ACTOR}.use_dynamic_bsz=False \\\n"
+         f"    {REF}.log_prob_micro_batch_size_per_gpu=4 \\\n    {ROLLOUT}.log_prob_micro_batch_size_per_gpu=4")
+
+
+class DynamicBatchOff(LintRule):
+    code = "RL207"
+    severity = "error"
+    modes = frozenset({"consistency"})
+    summary = "dynamic batch size off and explicit ref/rollout log_prob_micro_batch_size_per_gpu"
+
+    VALID = [Case(_GOOD + "\n", options=_C)]
+    INVALID = [
+        Case(_GOOD + f" \\\n    {ROLLOUT}.log_prob_use_dynamic_bsz=True\n", options=_C, expect=[(5, 56)]),
+        Case(f"python3 -m verl.trainer.main_ppo {ACTOR}.use_dynamic_bsz=False\n", options=_C,
+             expect=[(1, 12), (1, 12)]),
+    ]
+
+    def check(self, ctx: LintContext) -> None:
+        why = "dynamic batch sizing regroups samples across ranks"
+        for key in (f"{ACTOR}.use_dynamic_bsz", f"{REF}.log_prob_use_dynamic_bsz", f"{ROLLOUT}.log_prob_use_dynamic_bsz"):
+            expect_value(ctx, key, "false", why)
+        for key in (f"{REF}.log_prob_micro_batch_size_per_gpu", f"{ROLLOUT}.log_prob_micro_batch_size_per_gpu"):
+            setting = ctx.run.setting(key)
+            if not ctx.unresolved(setting) and setting.is_null():
+                ctx.report(f"{key} must be set explicitly (null derives it)", at=setting.span)

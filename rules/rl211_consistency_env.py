@@ -1,0 +1,54 @@
+"""RL211: the consistency env protocol: DUMP_ON=1, PROMPTS_ONLY=1, MSPROBE_ACTOR_CONFIG, DUMP_PHASE.
+
+The rlpatch engine patch reads these in the training workers: `DUMP_ON=1` turns dumping on,
+`PROMPTS_ONLY=1` restricts it to the prompt tokens the inference side also dumps,
+`MSPROBE_ACTOR_CONFIG` is the training-side msprobe config.json, and `DUMP_PHASE` chooses
+`log_prob`, `update_actor` or `all`. A missing or misspelt one gives an empty or unpairable
+training dump. `TORCHDYNAMO_DISABLE=1` is recommended (a compiled forward is not hooked).
+"""
+
+from __future__ import annotations
+
+from rlpatch.lintrule import Case, LintContext, LintRule
+
+PHASES = ("log_prob", "update_actor", "all")
+_INFER = "+actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config.dump_config_path=d.json"
+_GOOD_ENV = ("export DUMP_ON=1\nexport PROMPTS_ONLY=1\nexport MSPROBE_ACTOR_CONFIG=actor.json\n"
+             "export DUMP_PHASE=log_prob\nexport TORCHDYNAMO_DISABLE=1\n")
+
+
+class ConsistencyEnv(LintRule):
+    code = "RL211"
+    severity = "error"
+    modes = frozenset({"consistency"})
+    summary = "env: DUMP_ON=1, PROMPTS_ONLY=1, MSPROBE_ACTOR_CONFIG, DUMP_PHASE; TORCHDYNAMO_DISABLE=1 (W)"
+
+    VALID = [Case(_GOOD_ENV + f"python3 -m verl.trainer.main_ppo {_INFER}\n")]
+    INVALID = [
+        Case(_GOOD_ENV.replace("log_prob", "logprob") + f"python3 -m verl.trainer.main_ppo {_INFER}\n",
+             expect=[(4, 19)]),
+        Case(f"export DUMP_ON=1\npython3 -m verl.trainer.main_ppo {_INFER}\n", expect=[(2, 12)] * 4),
+        Case(_GOOD_ENV.replace("DUMP_ON=1", "DUMP_ON=0") + f"python3 -m verl.trainer.main_ppo {_INFER}\n",
+             expect=[(1, 16)]),
+    ]
+
+    def check(self, ctx: LintContext) -> None:
+        env = ctx.run.env
+        entry = ctx.run.entry_span
+        for name in ("DUMP_ON", "PROMPTS_ONLY"):
+            var = env.get(name)
+            if var is None:
+                ctx.report(f"{name}=1 is not exported: the training side dumps nothing", at=entry)
+            elif var.text is not None and var.text != "1":
+                ctx.report(f"{name} must be 1, found {var.text!r}", at=var.span)
+        if "MSPROBE_ACTOR_CONFIG" not in env:
+            ctx.report("MSPROBE_ACTOR_CONFIG is not exported: the training side has no msprobe config", at=entry)
+        phase = env.get("DUMP_PHASE")
+        if phase is None:
+            ctx.report(f"DUMP_PHASE is not exported (one of {', '.join(PHASES)})", at=entry)
+        elif phase.text is not None and phase.text not in PHASES:
+            ctx.report(f"DUMP_PHASE={phase.text!r} is not one of {', '.join(PHASES)}", at=phase.span)
+        dynamo = env.get("TORCHDYNAMO_DISABLE")
+        if dynamo is None or (dynamo.text is not None and dynamo.text != "1"):
+            ctx.report("TORCHDYNAMO_DISABLE=1 is recommended: a compiled forward is not hooked by msprobe",
+                       at=dynamo.span if dynamo else entry, severity="warning")

@@ -1,0 +1,55 @@
+"""Every lint rule's own VALID/INVALID cases, as one parametrized test over the registry."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+import pytest
+
+from rlpatch import rules
+from rlpatch.lint.engine import lint_case, rule_classes
+from rlpatch.lintrule import LintRule
+
+CASES = [
+    pytest.param(cls, kind, case, id=f"{cls.code}-{kind}-{index}")
+    for cls in rule_classes()
+    for kind, cases in (("valid", cls.VALID), ("invalid", cls.INVALID))
+    for index, case in enumerate(cases)
+]
+
+
+@pytest.mark.parametrize("rule_cls,kind,case", CASES)
+def test_rule_case(rule_cls: type[LintRule], kind: str, case) -> None:
+    findings = lint_case(rule_cls, case)
+    positions = sorted((f.span.line, f.span.column) for f in findings)
+    if kind == "valid":
+        assert findings == [], f"{rule_cls.code} fired on a VALID case: {[f.message for f in findings]}"
+    else:
+        assert findings, f"{rule_cls.code} did not fire on an INVALID case"
+        if case.expect is not None:
+            assert positions == sorted(case.expect), [f.message for f in findings]
+        for finding in findings:
+            assert finding.severity in ("error", "warning", "info")
+            assert finding.span.line >= 1 and finding.span.column >= 1
+
+
+def test_every_rule_has_cases_and_docs() -> None:
+    for cls in rule_classes():
+        assert cls.VALID and cls.INVALID, cls.code
+        assert cls.why().strip(), cls.code
+        assert cls.summary, cls.code
+        doc = cls.documentation()
+        assert "Bad:" in doc and "Good:" in doc
+
+
+def test_registry_lists_every_lint_module_once() -> None:
+    names = [m.name for m in pkgutil.iter_modules(rules.__path__)]
+    lint_modules = [n for n in names if n.startswith("rl") and n[2:5].isdigit()]
+    assert sorted(lint_modules) == sorted(rules.LINT_RULE_MODULES)
+    assert len(set(rules.LINT_RULE_MODULES)) == len(rules.LINT_RULE_MODULES)
+    codes = [cls.code for cls in rule_classes()]
+    assert len(codes) == len(set(codes))
+    for name in rules.LINT_RULE_MODULES:
+        module = importlib.import_module(f"rlpatch.rules.{name}")
+        assert module.__doc__ and module.__doc__.startswith(name[:5].upper()), name
