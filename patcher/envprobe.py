@@ -12,6 +12,7 @@ effects (CUDA/NPU probing), so versions come from metadata only:
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import subprocess
@@ -99,6 +100,32 @@ def probe_interpreter(python: str, projects: tuple[str, ...] = tuple(PROJECTS)) 
     return {name: _installed_from_probe(name, raw.get(name) or {}) for name in projects}
 
 
+def probe_here(projects: tuple[str, ...] = tuple(PROJECTS)) -> dict[str, Installed]:
+    """The same answer for the interpreter running rlpatch, without a subprocess (still no import)."""
+    found = {}
+    for name in projects:
+        try:
+            spec = importlib.util.find_spec(PROJECTS[name])
+        except (ImportError, ValueError):
+            spec = None
+        location = None
+        if spec is not None:
+            paths = list(spec.submodule_search_locations or [])
+            location = Path(paths[0]) if paths else (Path(spec.origin) if spec.origin else None)
+        version = None
+        if location is not None and location.is_dir():
+            version = version_from_dist_info(name, location.parent) or version_from_package_dir(name, location)
+        found[name] = Installed(name, location, version)
+    return found
+
+
+def probe(python: str | None, projects: tuple[str, ...] = tuple(PROJECTS)) -> dict[str, Installed]:
+    """`probe_interpreter` for another interpreter, `probe_here` for this one (or when none is named)."""
+    if python is None or Path(python).resolve() == Path(sys.executable).resolve():
+        return probe_here(projects)
+    return probe_interpreter(python, projects)
+
+
 def _installed_from_probe(project: str, raw: dict[str, str | None]) -> Installed:
     location = Path(raw["location"]) if raw.get("location") else None
     version = Version.maybe(raw.get("version"))
@@ -178,8 +205,3 @@ def version_from_package_dir(project: str, package_dir: Path) -> Version | None:
 
 def _normalise(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def default_python() -> str:
-    """The interpreter to probe when the user names none: the one running rlpatch."""
-    return sys.executable

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
-from rlpatch.envprobe import find_package_dir, probe_interpreter, probe_root
+from rlpatch.envprobe import find_package_dir, probe, probe_root
 from rlpatch.versions import Version
 
 _FORMAT = 1  # bump when the cached snapshot layout changes
@@ -127,6 +127,7 @@ def lint_overrides(
     verl_version: str | None = None,
     config_path: str | Path | None = None,
     config_name: str | None = None,
+    base_dir: str | Path | None = None,
     cache: bool = True,
 ) -> SchemaResult:
     """Everything RL301-RL306 say about `records`, or the one-line reason the family was skipped."""
@@ -134,9 +135,11 @@ def lint_overrides(
         return SchemaResult(skipped="hydra-core is not installed: RL301-RL306 skipped")
     try:
         source = locate_config(verl_root=verl_root, python=python, verl_version=verl_version,
-                               config_path=config_path, config_name=config_name)
+                               config_path=config_path, config_name=config_name, base_dir=base_dir)
     except SchemaUnavailable as why:
-        return SchemaResult(skipped=f"{why}: RL302-RL306 skipped", problems=grammar_problems(records, cache))
+        # The whole family waits for a verl tree, RL301 included: a lint without one stays as fast
+        # as if hydra-core were not installed (no Hydra import at all).
+        return SchemaResult(skipped=f"{why}: RL301-RL306 skipped (give --verl-root, --verl-version or --python)")
     parsed = parse_overrides([r.text for r in records], cache=cache)
     groups = config_groups(source)
     group_items = [(i, p) for i, p in enumerate(parsed) if p.ok and _is_group_override(p, groups)]
@@ -154,12 +157,6 @@ def lint_overrides(
     return SchemaResult(problems=sorted(problems, key=_problem_order), source=source, schema=schema)
 
 
-def grammar_problems(records: Sequence[OverrideRecord], cache: bool = True) -> list[SchemaProblem]:
-    """RL301 only: what Hydra's override grammar rejects (needs hydra-core, not verl)."""
-    parsed = parse_overrides([r.text for r in records], cache=cache)
-    return [problem for i, p in enumerate(parsed) for problem in _grammar_problem(i, p)]
-
-
 # --------------------------------------------------------------------------------- locating verl
 
 
@@ -170,6 +167,7 @@ def locate_config(
     verl_version: str | None = None,
     config_path: str | Path | None = None,
     config_name: str | None = None,
+    base_dir: str | Path | None = None,
 ) -> ConfigSource:
     """The config directory to compose: an explicit root wins, then a released version, then the
     verl installed for `python` (probed without importing verl)."""
@@ -183,7 +181,7 @@ def locate_config(
         installed = probe_root("verl", unpacked_tree("verl", verl_version))
         origin = f"verl {verl_version} (released wheel)"
     else:
-        installed = probe_interpreter(python or _default_python(), ("verl",))["verl"]
+        installed = probe(python, ("verl",))["verl"]
         origin = f"the verl of {python or 'this interpreter'}"
     if installed.location is None or not Path(installed.location).is_dir():
         raise SchemaUnavailable(f"no verl tree found ({origin})")
@@ -192,16 +190,21 @@ def locate_config(
         raise SchemaUnavailable(f"{verl_config} does not exist")
     if config_path is None:
         return ConfigSource(verl_config.resolve(), name, installed.version, origin)
-    primary = Path(config_path).expanduser()
+    primary = _config_path_dir(Path(config_path).expanduser(), verl_config.parent, base_dir)
     if not primary.is_dir():
         raise SchemaUnavailable(f"--config-path {config_path} is not a directory")
     return ConfigSource(primary.resolve(), name, installed.version, origin, (verl_config.resolve(),))
 
 
-def _default_python() -> str:
-    from rlpatch.envprobe import default_python
-
-    return default_python()
+def _config_path_dir(path: Path, trainer_dir: Path, base_dir: str | Path | None) -> Path:
+    """Hydra resolves a relative --config-path against the directory of the @hydra.main file
+    (verl/trainer for main_ppo); scripts more often mean their own directory: try both."""
+    if path.is_absolute():
+        return path
+    beside_main = trainer_dir / path
+    if beside_main.is_dir():
+        return beside_main
+    return Path(base_dir or ".") / path
 
 
 def _strip_yaml(name: str) -> str:

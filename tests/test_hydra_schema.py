@@ -166,7 +166,7 @@ def codes_at(root: Path, overrides: list[str]) -> list[tuple[str, int | None]]:
 def test_skipped_without_verl(tmp_path: Path) -> None:
     result = lint_overrides([OverrideRecord.from_text("a=~/x")], verl_root=tmp_path)
     assert result.skipped is not None and "no verl tree" in result.skipped
-    assert [p.code for p in result.problems] == ["RL301"]  # grammar needs Hydra only
+    assert result.problems == []
 
 
 def test_skipped_without_hydra(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,73 @@
+"""RL3xx glue: one Hydra/schema verdict per run, shared by the RL301-RL306 rule modules.
+
+`rlpatch.hydra_schema` decides; this module turns a `Run` into its override records, picks the
+verl config from the lint options, remembers the answer on the run (six rules, one compose), and
+maps each problem's offsets inside an override back to the script (through variables, arrays and
+continuations, via `Arg.sub_span`).
+"""
+
+from __future__ import annotations
+
+import os
+
+from rlpatch.hydra_schema import OverrideRecord, SchemaResult, lint_overrides
+from rlpatch.lint.model import Run
+from rlpatch.lintrule import LintContext
+
+_ATTRIBUTE = "_rlpatch_schema_result"
+
+
+def schema_result(ctx: LintContext) -> SchemaResult:
+    """The RL3xx verdict for `ctx.run`, computed once per run."""
+    run = ctx.run
+    cached = getattr(run, _ATTRIBUTE, None)
+    if cached is None:
+        cached = _compute(ctx)
+        setattr(run, _ATTRIBUTE, cached)
+    return cached
+
+
+def _compute(ctx: LintContext) -> SchemaResult:
+    run = ctx.run
+    records = [OverrideRecord(o.text, o.prefix, o.key, o.value) for o in _known_overrides(run)]
+    options = ctx.options
+    return lint_overrides(
+        records,
+        verl_root=options.verl_root,
+        python=options.extra.get("python"),
+        verl_version=options.extra.get("verl_version_given"),
+        config_path=run.config_dir,
+        config_name=run.config_name,
+        base_dir=options.config_root or os.path.dirname(run.file) or ".",
+    )
+
+
+def _known_overrides(run: Run) -> list:
+    """Overrides whose whole text is known: an unknown value is RL002's, never a grammar error."""
+    return [o for o in run.overrides if o.value_known]
+
+
+def report(ctx: LintContext, code: str) -> None:
+    """Report this rule's problems; the one-line "skipped" note when the family cannot run."""
+    result = schema_result(ctx)
+    if result.skipped:
+        ctx.report(result.skipped, at=ctx.run.entry_span, severity="info", code="RL002")
+    overrides = _known_overrides(ctx.run)
+    for problem in result.problems:
+        if problem.code != code:
+            continue
+        if problem.index is None:
+            ctx.report(problem.message, at=ctx.run.entry_span)
+            continue
+        override = overrides[problem.index]
+        at = override.arg.sub_span(problem.start, max(problem.end, problem.start + 1))
+        ctx.report(problem.message, at=at, related=override.related())
+
+
+def case_options(**more: object) -> dict[str, object]:
+    """Options for the RL3xx rule cases: the small verl-shaped config tree of the repository's
+    fixtures (a verl 0.9.1 look-alike), so that the cases run without downloading verl."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "fixtures" / "verl_mini"
+    return {"verl_root": str(root), **more}
