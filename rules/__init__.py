@@ -56,6 +56,13 @@ LINT_RULE_MODULES: tuple[str, ...] = (
     "rl403_mini_batch_divisible_by_dp",
     "rl404_micro_batch_divides_per_gpu",
     "rl405_rollout_expert_parallel",
+    "rl501_msprobe_config_unreadable",
+    "rl502_msprobe_config_value",
+    "rl503_msprobe_config_cross_field",
+    "rl504_msprobe_config_paths",
+    "rl505_msprobe_config_ignored_keys",
+    "rl506_msprobe_config_rank_outside_run",
+    "rl507_consistency_needs_tensor_l0_mix",
 )
 
 
