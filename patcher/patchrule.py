@@ -138,7 +138,7 @@ def blank_line_before(statements: Sequence[cst.BaseStatement]) -> tuple[cst.Base
     if not statements:
         return tuple(statements)
     first = statements[0]
-    first = first.with_changes(leading_lines=[cst.EmptyLine()])
+    first = first.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
     return (first, *statements[1:])
 
 

@@ -1,0 +1,51 @@
+# rlpatch: every target sets up what it needs in $(VENV) first (a fresh machine needs only python3).
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+RLPATCH := $(VENV)/bin/rlpatch
+STAMP := $(VENV)/.installed
+# CPU build of torch for the runtime tests (msprobe's PyTorch API needs torch; no GPU is used).
+TORCH_SPEC ?= torch==2.13.0
+PYTEST_ARGS ?=
+DEMO_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/rlpatch/demo
+DEMO_VERL ?= 0.9.1
+
+.PHONY: install test test-fast lint bench demo clean
+
+$(STAMP): setup.cfg pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "$(TORCH_SPEC)"
+	$(PY) -m pip install -q -e '.[test,msprobe]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# The whole suite, as CI runs it: unit tests, real upstream wheels (downloaded into a cache
+# outside the repo), and the runtime tests that run inserted code with torch and msprobe.
+test: $(STAMP)
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+# The quick loop: no downloads, no torch.
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not upstream and not runtime" $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(PY) -m pip install -q ruff
+	$(VENV)/bin/ruff check patcher rules tests
+
+bench: $(STAMP)
+	$(PY) tests/bench_patch.py
+
+demo: $(STAMP)
+	rm -rf "$(DEMO_DIR)"
+	$(PY) -c "from rlpatch.wheelcache import fresh_copy; print('verl $(DEMO_VERL) unpacked at', fresh_copy('verl', '$(DEMO_VERL)', '$(DEMO_DIR)/verl-$(DEMO_VERL)'))"
+	@echo "== rlpatch diff (first lines)" && $(RLPATCH) diff --verl-root "$(DEMO_DIR)/verl-$(DEMO_VERL)" | head -40
+	@echo "== rlpatch apply" && $(RLPATCH) apply --verl-root "$(DEMO_DIR)/verl-$(DEMO_VERL)"
+	@echo "== rlpatch verify" && $(RLPATCH) verify --verl-root "$(DEMO_DIR)/verl-$(DEMO_VERL)"
+	@echo "== rlpatch status --format json" && $(RLPATCH) status --verl-root "$(DEMO_DIR)/verl-$(DEMO_VERL)" --format json
+	@echo "== rlpatch revert" && $(RLPATCH) revert --verl-root "$(DEMO_DIR)/verl-$(DEMO_VERL)"
+	@echo "== rlpatch verify after revert (exit 1 expected: nothing applied)" && ! $(RLPATCH) verify --verl-root "$(DEMO_DIR)/verl-$(DEMO_VERL)"
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -1,0 +1,356 @@
+"""`rlpatch apply | verify | status | revert | diff | rules`: the patch commands.
+
+Exit codes: 0 success (nothing to do and not-applicable rules included); 1 refused (anchor
+missing or ambiguous, drift, a version that needs --force, verify finding a rule not applied,
+dirty git files); 2 usage or input error.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import click
+
+from rlpatch import registry, transaction
+from rlpatch.engine import RuleReport, Session
+from rlpatch.errors import EXIT_OK, EXIT_REFUSED, InputError, RefusedError
+from rlpatch.patchrule import PatchRule, Target
+from rlpatch.targets import OPTION_OF, imported_target, target_for_root
+
+
+# ---------------------------------------------------------------------------------------------
+# Options shared by every patch command
+# ---------------------------------------------------------------------------------------------
+
+
+def target_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    options = [
+        click.option("--verl-root", type=str, help="Tree holding verl/ (a git checkout or site-packages)."),
+        click.option("--sglang-root", type=str, help="Tree holding sglang/."),
+        click.option("--vllm-ascend-root", type=str, help="Tree holding vllm_ascend/."),
+        click.option("--python", "python", type=str, help="Interpreter whose imported trees are patched when no root is given (default: this one)."),
+        click.option("--mode", type=click.Choice(["consistency", "inference"]), help="Select the rules of one dump mode (default: every rule for the given roots; consistency when no root is given)."),
+        click.option("--backend", type=click.Choice(["fsdp", "megatron", "all"]), default="all", show_default=True, help="Training engine whose worker is patched."),
+        click.option("--rules", "rule_ids", type=str, help="Comma-separated rule ids (overrides --mode)."),
+        click.option("--force", is_flag=True, help="Patch versions that need it (verl 0.6.x)."),
+        click.option("--allow-dirty", is_flag=True, help="Patch git-tracked files that have uncommitted changes."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def format_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)(command)
+
+
+def select_rules(mode: str | None, backend: str, rule_ids: str | None, packages_given: set[str]) -> list[PatchRule]:
+    rules = registry.patch_rules()
+    if rule_ids:
+        wanted = [part.strip() for part in rule_ids.split(",") if part.strip()]
+        known = {rule.id: rule for rule in rules}
+        unknown = [rule_id for rule_id in wanted if rule_id not in known]
+        if unknown:
+            raise InputError(f"--rules: unknown rule {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+        return [known[rule_id] for rule_id in wanted]
+    if mode is None and not packages_given:
+        mode = "consistency"
+    selected = [rule for rule in rules if mode is None or mode in rule.modes]
+    if backend != "all":
+        selected = [rule for rule in selected if rule.backend in (None, backend)]
+    return selected
+
+
+def resolve_targets(options: dict[str, Any], rules: Sequence[PatchRule]) -> list[Target]:
+    given = {
+        "verl": options.get("verl_root"),
+        "sglang": options.get("sglang_root"),
+        "vllm_ascend": options.get("vllm_ascend_root"),
+    }
+    packages = [package for package in ("verl", "sglang", "vllm_ascend") if any(rule.package == package for rule in rules)]
+    if any(given.values()):
+        targets = [target_for_root(package, path) for package, path in given.items() if path]
+        for target in targets:
+            if target.package not in packages:
+                say(f"note: no selected rule patches {target.package}; {OPTION_OF[target.package]} ignored")
+        return [target for target in targets if target.package in packages]
+    targets = []
+    for package in packages:
+        found = imported_target(package, options.get("python"))
+        if found is not None:
+            targets.append(found)
+    if not targets:
+        wanted = ", ".join(packages) or "any package"
+        raise InputError(f"no tree of {wanted} found for {options.get('python') or sys.executable}; pass --verl-root (or --sglang-root / --vllm-ascend-root)")
+    return targets
+
+
+def say(message: str) -> None:
+    click.echo(message, err=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reporting
+# ---------------------------------------------------------------------------------------------
+
+
+def print_reports(reports: Sequence[RuleReport], targets: Sequence[Target], output_format: str, verb: str = "") -> None:
+    if output_format == "json":
+        payload = {"targets": []}
+        for target in targets:
+            payload["targets"].append(
+                {
+                    "package": target.package,
+                    "root": target.root,
+                    "version": str(target.version) if target.version else None,
+                    "rules": [report.as_json() for report in reports if report.target is target],
+                }
+            )
+        click.echo(json.dumps(payload, indent=2))
+        return
+    for target in targets:
+        click.echo(f"{target.package} {target.version_text} at {target.root} ({target.origin})")
+        for report in (r for r in reports if r.target is target):
+            files = ", ".join(plan.relative for plan in report.files)
+            line = f"  {report.rule.id:<28} {report.state:<15}"
+            extra = report.message if report.message not in ("", "applied", "not applied", report.state) else ""
+            click.echo(line + (f" {files}" if files else "") + (f"  [{extra}]" if extra else ""))
+            if report.warning:
+                click.echo(f"    warning: {report.warning}")
+
+
+def print_refusal(report: RuleReport) -> None:
+    say(f"rlpatch: refused: {report.rule.id}: {report.message}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Commands
+# ---------------------------------------------------------------------------------------------
+
+
+def _setup(options: dict[str, Any]) -> tuple[list[PatchRule], list[Target]]:
+    given = {package for package, key in (("verl", "verl_root"), ("sglang", "sglang_root"), ("vllm_ascend", "vllm_ascend_root")) if options.get(key)}
+    rules = select_rules(options.get("mode"), options.get("backend", "all"), options.get("rule_ids"), given)
+    targets = resolve_targets(options, rules)
+    if options.get("output_format") != "json":
+        for target in targets:
+            if target.origin.startswith("imported"):
+                say(f"using {target.package} {target.version_text} at {target.root} ({target.origin})")
+    return rules, targets
+
+
+def _reports(session: Session, rules: Sequence[PatchRule], targets: Sequence[Target], *, structural: bool) -> list[RuleReport]:
+    return [session.report(rule, target, structural=structural) for target in targets for rule in rules if rule.package == target.package]
+
+
+def _recover(targets: Sequence[Target]) -> None:
+    for target in targets:
+        restored = transaction.recover(target.root)
+        if restored:
+            say(f"recovered {target.root}: rolled back an interrupted rlpatch command ({restored} files restored)")
+
+
+def _check_git(targets: Sequence[Target], changed: dict[str, list[Path]], allow_dirty: bool) -> dict[str, Any]:
+    from rlpatch.gitinfo import checkout_of
+
+    checkouts = {}
+    for target in targets:
+        checkout = checkout_of(target.root)
+        if checkout is None:
+            continue
+        checkouts[target.root] = checkout
+        dirty = checkout.dirty(changed.get(target.root, []))
+        if dirty and not allow_dirty:
+            raise RefusedError(f"uncommitted changes in {', '.join(dirty)}; commit or stash them, or pass --allow-dirty")
+    return checkouts
+
+
+@click.command("apply")
+@target_options
+@click.option("--dry-run", is_flag=True, help="Say what would change; write nothing.")
+@click.option("--commit", "make_commit", is_flag=True, help="In a git checkout, commit the patch as one commit.")
+@format_option
+def apply_cmd(**options: Any) -> int:
+    """Apply the selected patch rules, all or nothing."""
+    rules, targets = _setup(options)
+    roots = [target.root for target in targets]
+    try:
+        return _apply(options, rules, targets, roots)
+    finally:
+        # A refusal or a no-op leaves no trace: the lock folder goes when nothing is applied.
+        for root in roots:
+            transaction.remove_state_if_empty(root)
+
+
+def _apply(options: dict[str, Any], rules: Sequence[PatchRule], targets: Sequence[Target], roots: list[str]) -> int:
+    from rlpatch import engine
+
+    with transaction.locked_all(roots, create=not options["dry_run"]):
+        if not options["dry_run"]:
+            _recover(targets)
+        session = Session(targets)
+        reports = _reports(session, rules, targets, structural=True)
+        refusals = [r for r in reports if r.state in ("refused", "drifted")]
+        refusals += [r for r in reports if r.needs_force and not options["force"] and r.state != "applied"]
+        if refusals:
+            for report in refusals:
+                if report.needs_force and report.state not in ("refused", "drifted"):
+                    report.message = f"{report.warning}; pass --force to patch anyway"
+                    report.state = "refused"
+                print_refusal(report)
+            print_reports(reports, targets, options["output_format"])
+            say("nothing was written")
+            return EXIT_REFUSED
+        changes = engine.planned_changes(session, reports)
+        changed_paths: dict[str, list[Path]] = {}
+        for change in changes:
+            changed_paths.setdefault(change.root, []).append(Path(change.root) / change.relative)
+        checkouts = _check_git(targets, changed_paths, options["allow_dirty"])
+        if options["dry_run"]:
+            for report in reports:
+                if report.state in ("absent", "partial"):
+                    report.message = "would apply"
+            print_reports(reports, targets, options["output_format"])
+            return EXIT_OK
+        writes = engine.writes_for_apply(session, changes)
+        for root, checkout in checkouts.items():
+            session.manifest(root).git_head = checkout.head()
+            checkout.exclude(transaction.state_dir(root))
+        engine.commit_all(session, writes)
+        for report in reports:
+            if report.state in ("absent", "partial"):
+                report.state, report.message = "applied", "applied now"
+            elif report.state == "applied":
+                report.message = "already applied, nothing to do"
+        print_reports(reports, targets, options["output_format"])
+        if options["make_commit"] and changes:
+            _commit(checkouts, changed_paths, reports)
+    return EXIT_OK
+
+
+def _commit(checkouts: dict[str, Any], changed: dict[str, list[Path]], reports: Sequence[RuleReport]) -> None:
+    if not checkouts:
+        raise InputError("--commit: the target tree is not a git checkout (the patch is applied, not committed)")
+    applied = sorted({report.rule.id for report in reports if report.message == "applied now"})
+    for root, checkout in checkouts.items():
+        sha = checkout.commit(changed.get(root, []), f"rlpatch: apply {', '.join(applied)}\n\nApplied by rlpatch; revert with `rlpatch revert`.")
+        say(f"committed {sha[:12]} in {checkout.toplevel}")
+
+
+def _verify(options: dict[str, Any], *, always_zero: bool) -> int:
+    rules, targets = _setup(options)
+    session = Session(targets)
+    reports = _reports(session, rules, targets, structural=False)
+    print_reports(reports, targets, options["output_format"])
+    failing = [r for r in reports if r.state not in ("applied", "not-applicable")]
+    return EXIT_OK if always_zero or not failing else EXIT_REFUSED
+
+
+@click.command("verify")
+@target_options
+@format_option
+def verify_cmd(**options: Any) -> int:
+    """Check structurally that every selected rule is applied; exit 1 if one is not."""
+    return _verify(options, always_zero=False)
+
+
+@click.command("status")
+@target_options
+@format_option
+def status_cmd(**options: Any) -> int:
+    """Report the state of every selected rule; always exit 0."""
+    return _verify(options, always_zero=True)
+
+
+@click.command("revert")
+@target_options
+@format_option
+def revert_cmd(**options: Any) -> int:
+    """Take the selected rules out of the trees, restoring files byte for byte."""
+    rules, targets = _setup(options)
+    roots = [target.root for target in targets]
+    try:
+        return _revert(options, rules, targets, roots)
+    finally:
+        for root in roots:
+            transaction.remove_state_if_empty(root)
+
+
+def _revert(options: dict[str, Any], rules: Sequence[PatchRule], targets: Sequence[Target], roots: list[str]) -> int:
+    from rlpatch import engine
+
+    with transaction.locked_all(roots):
+        _recover(targets)
+        session = Session(targets)
+        reports = _reports(session, rules, targets, structural=True)
+        refused = [r for r in reports if r.state == "refused"]
+        if refused:
+            for report in refused:
+                print_refusal(report)
+            say("nothing was written")
+            return EXIT_REFUSED
+        try:
+            writes, notes = engine.revert_writes(session, reports)
+        except RefusedError as err:
+            say(f"rlpatch: refused: {err.message}")
+            say("nothing was written")
+            return EXIT_REFUSED
+        engine.commit_all(session, writes)
+        for note in notes:
+            say(note)
+        for report in reports:
+            if report.state in ("applied", "partial"):
+                report.state, report.message = "absent", "reverted"
+            elif report.state == "absent":
+                report.message = "not applied, nothing to do"
+        print_reports(reports, targets, options["output_format"])
+    return EXIT_OK
+
+
+@click.command("diff")
+@target_options
+def diff_cmd(**options: Any) -> int:
+    """Print the unified diff that apply would write (paths relative to each root); write nothing."""
+    from rlpatch import engine
+    from rlpatch.difftext import unified_diff
+
+    rules, targets = _setup(options)
+    session = Session(targets)
+    reports = _reports(session, rules, targets, structural=True)
+    refusals = [r for r in reports if r.state in ("refused", "drifted")]
+    for report in refusals:
+        print_refusal(report)
+    if refusals:
+        return EXIT_REFUSED
+    for change in engine.planned_changes(session, reports):
+        sys.stdout.write(unified_diff(change.relative, change.before, change.after))
+    return EXIT_OK
+
+
+@click.command("rules")
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def rules_cmd(output_format: str) -> int:
+    """List the patch rules: id, package, modes, target files, versions, summary."""
+    rows = [
+        {
+            "id": rule.id,
+            "package": rule.package,
+            "modes": sorted(rule.modes),
+            "files": list(rule.files),
+            "versions": rule.versions,
+            "summary": rule.summary(),
+        }
+        for rule in registry.patch_rules()
+    ]
+    if output_format == "json":
+        click.echo(json.dumps(rows, indent=2))
+        return EXIT_OK
+    for row in rows:
+        click.echo(f"{row['id']}  [{row['package']}; {', '.join(row['modes'])}; {row['versions']}]")
+        click.echo(f"    {row['summary']}")
+        for path in row["files"]:
+            click.echo(f"    {path}")
+    return EXIT_OK

@@ -1,0 +1,136 @@
+"""Code shared by the two verl engine-worker rules: the methods they add and their anchors.
+
+The methods are inserted as text into the upstream class, so they are self-contained: every
+module they need is imported inside the method (nothing depends on the imports of the upstream
+file, and msprobe is imported only once dumping is switched on).
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+from libcst import matchers as m
+
+from rlpatch.patchrule import Gate, Target, blank_line_before, parse_statements
+from rlpatch.versions import Version
+
+# Switches read at run time; spec section 1.
+ENSURE_DEBUGGER = '''
+def _ensure_debugger(self, forward_only):
+    """rlpatch (msprobe): whether this pass is dumped; creates the PrecisionDebugger on first use."""
+    # DUMP_ON=1 switches dumping on; DUMP_PHASE picks the passes: log_prob (forward-only, the
+    # default), update_actor (training) or all; MSPROBE_ACTOR_CONFIG names the msprobe config.json.
+    import json
+    import os
+
+    if os.environ.get("DUMP_ON", "").strip().lower() not in ("1", "true", "yes", "on"):
+        return False
+    phase = os.environ.get("DUMP_PHASE", "").strip() or "log_prob"
+    if phase not in ("log_prob", "update_actor", "all"):
+        raise ValueError(f"rlpatch: DUMP_PHASE={phase!r} is not one of log_prob, update_actor, all")
+    if getattr(getattr(self, "engine_config", None), "forward_only", False):
+        return False  # the reference engine is forward-only by config: never dumped
+    if phase != "all" and (phase == "log_prob") != bool(forward_only):
+        return False
+    if getattr(self, "_debugger", None) is None:
+        config_path = os.environ.get("MSPROBE_ACTOR_CONFIG", "").strip()
+        if not config_path:
+            raise RuntimeError("rlpatch: DUMP_ON=1 needs MSPROBE_ACTOR_CONFIG=/path/to/msprobe/config.json")
+        if not os.path.isfile(config_path):
+            raise FileNotFoundError(f"rlpatch: MSPROBE_ACTOR_CONFIG={config_path!r} is not a file")
+        with open(config_path, encoding="utf-8") as config_file:
+            dump_path = json.load(config_file).get("dump_path")
+        if not dump_path:
+            raise ValueError(f"rlpatch: {config_path} sets no dump_path; update_actor_log.jsonl needs one")
+        from msprobe.pytorch import PrecisionDebugger, seed_all
+
+        seed_all(mode=True)
+        # Never pass model= here: msprobe 26.x removed it from the constructor.
+        self._debugger = PrecisionDebugger(config_path=config_path)
+        log_dir = os.path.join(dump_path, str(os.getpid()))
+        os.makedirs(log_dir, exist_ok=True)
+        self._update_actor_log = open(os.path.join(log_dir, "update_actor_log.jsonl"), "a", encoding="utf-8")
+    return True
+'''
+
+LOG_UPDATE_ACTOR_STEP = '''
+def _log_update_actor_step(self, micro_batch):
+    """rlpatch (msprobe): append this micro-batch's record to update_actor_log.jsonl."""
+    import json
+    import os
+    import time
+
+    import torch
+
+    service = getattr(self._debugger, "service", None)
+    if getattr(service, "should_stop_service", False):
+        return
+    request_ids = micro_batch.get("request_id", None) if hasattr(micro_batch, "get") else None
+    if request_ids is None:
+        request_ids = []
+    elif hasattr(request_ids, "tolist"):
+        request_ids = request_ids.tolist()
+    elif isinstance(request_ids, str):
+        request_ids = [request_ids]
+    request_ids = [str(request_id) for request_id in request_ids]
+    distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
+    record = {
+        "source": "update_actor",
+        "timestamp": time.time(),
+        "pid": os.getpid(),
+        "rank": torch.distributed.get_rank() if distributed else 0,
+        "step": getattr(service, "current_iter", None),
+        "request_ids": request_ids,
+        "num_requests": len(request_ids),
+    }
+    self._update_actor_log.write(json.dumps(record) + "\\n")
+    self._update_actor_log.flush()
+'''
+
+FINISH_DUMP_STEP = '''
+def _finish_dump_step(self, batch):
+    """rlpatch (msprobe): close one micro-batch's dump: log it (last pipeline stage only), stop, step."""
+    try:
+        from megatron.core import parallel_state
+
+        last_stage = parallel_state.is_pipeline_last_stage(ignore_virtual=True)
+    except Exception:  # no Megatron or no pipeline groups (tests, single stage): log it
+        last_stage = True
+    if last_stage:
+        self._log_update_actor_step(batch)
+    self._debugger.stop()
+    self._debugger.step()
+'''
+
+DEBUGGER_STATE = "self._debugger = None"
+
+# `super().__init__()` as a statement: the anchor for the debugger state in `__init__`.
+SUPER_INIT = m.SimpleStatementLine(
+    body=[m.Expr(m.Call(func=m.Attribute(value=m.Call(func=m.Name("super")), attr=m.Name("__init__"))))]
+)
+
+MARKERS = ("_ensure_debugger", "_log_update_actor_step", "update_actor_log.jsonl")
+
+
+def methods(*templates: str) -> tuple[cst.BaseStatement, ...]:
+    """Method definitions from templates, each preceded by one blank line."""
+    statements: list[cst.BaseStatement] = []
+    for template in templates:
+        statements.extend(blank_line_before(parse_statements(template)))
+    return tuple(statements)
+
+
+def engine_gate(target: Target) -> Gate:
+    """verl runs the engine workers for the PPO actor from 0.8.0, on 0.7.x only on request."""
+    version = target.version
+    if version is None:
+        return Gate("warn", "verl version unknown: cannot tell whether the PPO actor runs the engine workers")
+    if version < Version.parse("0.6.0"):
+        return Gate("not-applicable", f"verl {version} has no engine workers (transformer_impl.py appeared in 0.6.0)")
+    if version < Version.parse("0.7.0"):
+        return Gate(
+            "force",
+            f"verl {version}: the PPO actor/ref never run the engine workers on 0.6.x (legacy workers), so the dump would stay empty",
+        )
+    if version < Version.parse("0.8.0"):
+        return Gate("warn", f"verl {version}: the engine path runs only with trainer.use_legacy_worker_impl=disable")
+    return Gate.ok()

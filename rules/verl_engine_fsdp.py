@@ -1,0 +1,169 @@
+"""verl-engine-fsdp: dump every micro-batch of the FSDP engine worker with msprobe.
+
+Why: training-inference consistency needs the training side's forward (and, for training passes,
+backward) dumped micro-batch by micro-batch, each dump tagged with the request ids it carried, so
+that it can be paired with the inference dump of the same requests. verl's own precision_debugger
+tool wraps whole worker stages instead and never calls `step()`, so it cannot give that pairing.
+
+What it inserts into `verl/workers/engine/fsdp/transformer_impl.py`:
+- `FSDPEngine.__init__`: `self._debugger = None` right after `super().__init__()`;
+- `FSDPEngine`: the methods `_ensure_debugger` and `_log_update_actor_step`, after `__init__`;
+- `FSDPEngine.forward_backward_batch`: before the micro-batch loop, whether this pass is dumped;
+  in the loop, `self._debugger.start(model=self.module)` before the `with` that runs
+  `self.forward_step(...)`, and after it (forward and backward done) the log record, `stop()` and
+  `step()`. The loop's own statements (gradient scaler branch, sync contexts) are untouched.
+
+Switches at run time: `DUMP_ON=1`, `DUMP_PHASE=log_prob|update_actor|all`,
+`MSPROBE_ACTOR_CONFIG=/path/config.json`. Nothing changes while `DUMP_ON` is unset, and msprobe
+is then never imported. The VeOmni engine overrides this loop and is not covered.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import libcst as cst
+from libcst import matchers as m
+
+from rlpatch.patchrule import (
+    AnchorError,
+    Gate,
+    Insertion,
+    PatchRule,
+    Target,
+    body_of,
+    exactly_one,
+    find_class,
+    find_method,
+    find_statements,
+    parse_statements,
+)
+from . import _engine_dump as common
+
+PATH = "verl/workers/engine/fsdp/transformer_impl.py"
+
+# Good: the two loop shapes verl has shipped (0.6-0.8, and 0.9 with enumerate and sync contexts).
+VALID = [
+    """
+class FSDPEngine:
+    def __init__(self):
+        super().__init__()
+
+    def forward_backward_batch(self, data, loss_function, forward_only=False):
+        for micro_batch in micro_batches:
+            with ctx:
+                loss, meta_info = self.forward_step(micro_batch, loss_function=loss_function, forward_only=forward_only)
+                if not forward_only:
+                    loss.backward()
+            output_lst.append(meta_info)
+""",
+    """
+class FSDPEngine:
+    def __init__(self):
+        super().__init__()
+
+    def forward_backward_batch(self, data, loss_function, forward_only=False):
+        for micro_batch_idx, micro_batch in enumerate(micro_batches):
+            sync_ctx = nullcontext()
+            with ctx, sync_ctx:
+                loss, meta_info = self.forward_step(micro_batch, loss_function=loss_function, forward_only=forward_only)
+            output_lst.append(meta_info)
+""",
+]
+
+# Bad: drifted shapes the rule must refuse (renamed method, duplicated loop, loop without `with`).
+INVALID = [
+    """
+class FSDPEngine:
+    def __init__(self):
+        super().__init__()
+
+    def forward_backward(self, data, loss_function, forward_only=False):
+        for micro_batch in micro_batches:
+            with ctx:
+                loss, meta_info = self.forward_step(micro_batch, loss_function=loss_function, forward_only=forward_only)
+""",
+    """
+class FSDPEngine:
+    def __init__(self):
+        super().__init__()
+
+    def forward_backward_batch(self, data, loss_function, forward_only=False):
+        for micro_batch in micro_batches:
+            with ctx:
+                loss, meta_info = self.forward_step(micro_batch, loss_function=loss_function, forward_only=forward_only)
+        for micro_batch in micro_batches:
+            with ctx:
+                loss, meta_info = self.forward_step(micro_batch, loss_function=loss_function, forward_only=forward_only)
+""",
+    """
+class FSDPEngine:
+    def __init__(self):
+        super().__init__()
+
+    def forward_backward_batch(self, data, loss_function, forward_only=False):
+        for micro_batch in micro_batches:
+            loss, meta_info = self.forward_step(micro_batch, loss_function=loss_function, forward_only=forward_only)
+""",
+]
+
+_MICRO_BATCH_LOOP = m.For(
+    iter=m.Name("micro_batches")
+    | m.Call(func=m.Name("enumerate"), args=[m.Arg(value=m.Name("micro_batches")), m.ZeroOrMore()])
+)
+_CALLS_FORWARD_STEP = m.Call(func=m.Attribute(value=m.Name("self"), attr=m.Name("forward_step")))
+
+_DECIDE = "_dump_this_pass = self._ensure_debugger(forward_only)"
+_START = """
+if _dump_this_pass:
+    self._debugger.start(model=self.module)
+"""
+_FINISH = """
+if _dump_this_pass:
+    self._log_update_actor_step(micro_batch)
+    self._debugger.stop()
+    self._debugger.step()
+"""
+
+
+class VerlEngineFsdp(PatchRule):
+    """Dump each FSDP engine micro-batch with msprobe and log its request ids (update_actor_log.jsonl)."""
+
+    id: ClassVar[str] = "verl-engine-fsdp"
+    package = "verl"
+    files = (PATH,)
+    modes = frozenset({"consistency"})
+    backend = "fsdp"
+    versions = "0.7.0+ (0.7.x needs trainer.use_legacy_worker_impl=disable; 0.6.x with --force)"
+    markers = common.MARKERS + ("_dump_this_pass",)
+
+    def gate(self, target: Target) -> Gate:
+        return common.engine_gate(target)
+
+    def insertions(self, path: str, module: cst.Module) -> list[Insertion]:
+        engine = find_class(module, "FSDPEngine", path)
+        where = f"{path}: FSDPEngine"
+        init = find_method(engine, "__init__", path)
+        init_block, super_init = exactly_one(find_statements(init, common.SUPER_INIT), f"{where}.__init__", "super().__init__() call")
+        method = find_method(engine, "forward_backward_batch", path)
+        loop_where = f"{where}.forward_backward_batch"
+        loop_block, loop = exactly_one(find_statements(method, _MICRO_BATCH_LOOP), loop_where, "for loop over micro_batches")
+        assert isinstance(loop, cst.For)
+        with_block, forward_with = exactly_one(
+            [(block, stmt) for block, stmt in find_statements(loop, m.With()) if block is body_of(loop)],
+            f"{loop_where}: micro-batch loop",
+            "`with` statement in the loop body",
+        )
+        if not m.findall(forward_with, _CALLS_FORWARD_STEP):
+            raise AnchorError(f"{loop_where}: micro-batch loop", "a call to self.forward_step(...) inside the `with`", "none")
+        return [
+            Insertion(init_block, super_init, "after", parse_statements(common.DEBUGGER_STATE), "FSDPEngine.__init__: debugger state"),
+            Insertion(
+                body_of(engine), init, "after",
+                common.methods(common.ENSURE_DEBUGGER, common.LOG_UPDATE_ACTOR_STEP),
+                "FSDPEngine: _ensure_debugger and _log_update_actor_step methods",
+            ),
+            Insertion(loop_block, loop, "before", parse_statements(_DECIDE), "forward_backward_batch: before the micro-batch loop"),
+            Insertion(with_block, forward_with, "before", parse_statements(_START), "micro-batch loop: start before the forward"),
+            Insertion(with_block, forward_with, "after", parse_statements(_FINISH), "micro-batch loop: log, stop, step after the backward"),
+        ]

@@ -1,0 +1,216 @@
+"""verl-engine-megatron: dump every micro-batch of the Megatron engine worker with msprobe.
+
+Why: as for FSDP, consistency needs per-micro-batch training dumps tagged with request ids. There
+is no Python micro-batch loop here: Megatron-core runs the micro-batches inside
+`losses_reduced = forward_backward_func(...)`, calling the engine's `forward_step` once per
+micro-batch. So the pass-level decision is taken around that call, and the dump of one micro-batch
+opens right before the model runs in `MegatronEngineWithLMHead.forward_step` and closes right after.
+
+What it inserts into `verl/workers/engine/megatron/transformer_impl.py`:
+- `MegatronEngine.__init__`: debugger state after `super().__init__()`;
+- `MegatronEngine`: `_ensure_debugger`, `_log_update_actor_step`, `_finish_dump_step` after `__init__`;
+- `MegatronEngine.forward_backward_batch`: `self._dump_should_record` set right before
+  `losses_reduced = forward_backward_func(...)` and cleared right after it;
+- `MegatronEngineWithLMHead.forward_step`: `start(model=model)` (the chunk being run) before each
+  `output = forward_fn(...)` / `output = fused_forward_fn(...)`, and `_finish_dump_step(batch)` after.
+Only the last pipeline stage writes log records. `MegatronEngineWithValueHead` (critic) is not
+patched. The Ascend MindSpeed engine inherits these methods, so the patch reaches it.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import libcst as cst
+from libcst import matchers as m
+
+from rlpatch.patchrule import (
+    AnchorError,
+    Gate,
+    Insertion,
+    PatchRule,
+    Target,
+    body_of,
+    exactly_one,
+    find_class,
+    find_method,
+    find_statements,
+    parse_statements,
+)
+
+from . import _engine_dump as common
+
+PATH = "verl/workers/engine/megatron/transformer_impl.py"
+
+# Good: the forward_fn-only layout (0.6) and the fused + plain layout (later releases).
+VALID = [
+    """
+class MegatronEngine:
+    def __init__(self):
+        super().__init__()
+
+    def forward_backward_batch(self, data, loss_function, forward_only=False):
+        losses_reduced = forward_backward_func(forward_step_func=forward_step, forward_only=forward_only)
+        return losses_reduced
+
+
+class MegatronEngineWithLMHead(MegatronEngine):
+    def forward_step(self, batch_iter, model, postprocess_micro_batch_func):
+        batch = next(batch_iter)
+        output = forward_fn(model, batch)
+        return output
+""",
+    """
+class MegatronEngine:
+    def __init__(self):
+        super().__init__()
+
+    def forward_backward_batch(self, data, loss_function, forward_only=False):
+        with ctx:
+            losses_reduced = forward_backward_func(forward_step_func=forward_step, forward_only=forward_only)
+        return losses_reduced
+
+
+class MegatronEngineWithLMHead(MegatronEngine):
+    def forward_step(self, batch_iter, model, logits_processor_func, postprocess_micro_batch_func):
+        batch: TensorDict = next(batch_iter)
+        if use_fused_kernels:
+            output = fused_forward_fn(model=model, input_ids=input_ids)
+        else:
+            output = forward_fn(model, input_ids)
+        return output
+""",
+]
+
+# Bad: no forward_backward_func call, or two of them; forward_step without a model call.
+INVALID = [
+    """
+class MegatronEngine:
+    def __init__(self):
+        super().__init__()
+
+    def forward_backward_batch(self, data, loss_function, forward_only=False):
+        return run_all(data)
+
+
+class MegatronEngineWithLMHead(MegatronEngine):
+    def forward_step(self, batch_iter, model, postprocess_micro_batch_func):
+        batch = next(batch_iter)
+        output = forward_fn(model, batch)
+""",
+    """
+class MegatronEngine:
+    def __init__(self):
+        super().__init__()
+
+    def forward_backward_batch(self, data, loss_function, forward_only=False):
+        losses_reduced = forward_backward_func(forward_step_func=forward_step)
+        losses_reduced = forward_backward_func(forward_step_func=forward_step)
+
+
+class MegatronEngineWithLMHead(MegatronEngine):
+    def forward_step(self, batch_iter, model, postprocess_micro_batch_func):
+        batch = next(batch_iter)
+        output = forward_fn(model, batch)
+""",
+    """
+class MegatronEngine:
+    def __init__(self):
+        super().__init__()
+
+    def forward_backward_batch(self, data, loss_function, forward_only=False):
+        losses_reduced = forward_backward_func(forward_step_func=forward_step)
+
+
+class MegatronEngineWithLMHead(MegatronEngine):
+    def forward_step(self, batch_iter, model, postprocess_micro_batch_func):
+        batch = next(batch_iter)
+        return self.run(model, batch)
+""",
+]
+
+_FORWARD_BACKWARD = m.SimpleStatementLine(
+    body=[m.Assign(targets=[m.AssignTarget(m.Name("losses_reduced"))], value=m.Call(func=m.Name("forward_backward_func")))]
+)
+
+
+def _model_call(function: str) -> m.SimpleStatementLine:
+    return m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(m.Name("output"))], value=m.Call(func=m.Name(function)))])
+
+
+_BINDS_BATCH = m.SimpleStatementLine(
+    body=[m.Assign(targets=[m.AssignTarget(m.Name("batch"))]) | m.AnnAssign(target=m.Name("batch"), value=m.DoesNotMatch(None))]
+)
+
+_DECIDE = "self._dump_should_record = self._ensure_debugger(forward_only)"
+_CLEAR = "self._dump_should_record = False"
+_STATE = """
+self._debugger = None
+self._dump_should_record = False
+"""
+_START = """
+if getattr(self, "_dump_should_record", False):
+    self._debugger.start(model=model)
+"""
+_FINISH = """
+if getattr(self, "_dump_should_record", False):
+    self._finish_dump_step(batch)
+"""
+
+
+class VerlEngineMegatron(PatchRule):
+    """Dump each Megatron engine micro-batch with msprobe and log its request ids (update_actor_log.jsonl)."""
+
+    id: ClassVar[str] = "verl-engine-megatron"
+    package = "verl"
+    files = (PATH,)
+    modes = frozenset({"consistency"})
+    backend = "megatron"
+    versions = "0.7.0+ (0.7.x needs trainer.use_legacy_worker_impl=disable; 0.6.x with --force)"
+    markers = common.MARKERS + ("_finish_dump_step", "_dump_should_record")
+
+    def gate(self, target: Target) -> Gate:
+        return common.engine_gate(target)
+
+    def insertions(self, path: str, module: cst.Module) -> list[Insertion]:
+        engine = find_class(module, "MegatronEngine", path)
+        where = f"{path}: MegatronEngine"
+        init = find_method(engine, "__init__", path)
+        init_block, super_init = exactly_one(find_statements(init, common.SUPER_INIT), f"{where}.__init__", "super().__init__() call")
+        batch_method = find_method(engine, "forward_backward_batch", path)
+        call_block, call = exactly_one(
+            find_statements(batch_method, _FORWARD_BACKWARD),
+            f"{where}.forward_backward_batch",
+            "`losses_reduced = forward_backward_func(...)`",
+        )
+        insertions = [
+            Insertion(init_block, super_init, "after", parse_statements(_STATE), "MegatronEngine.__init__: debugger state"),
+            Insertion(
+                body_of(engine), init, "after",
+                common.methods(common.ENSURE_DEBUGGER, common.LOG_UPDATE_ACTOR_STEP, common.FINISH_DUMP_STEP),
+                "MegatronEngine: _ensure_debugger, _log_update_actor_step, _finish_dump_step methods",
+            ),
+            Insertion(call_block, call, "before", parse_statements(_DECIDE), "forward_backward_batch: decide before forward_backward_func"),
+            Insertion(call_block, call, "after", parse_statements(_CLEAR), "forward_backward_batch: clear after forward_backward_func"),
+        ]
+        return insertions + self._model_call_insertions(module, path)
+
+    def _model_call_insertions(self, module: cst.Module, path: str) -> list[Insertion]:
+        head = find_class(module, "MegatronEngineWithLMHead", path)
+        step = find_method(head, "forward_step", path)
+        where = f"{path}: MegatronEngineWithLMHead.forward_step"
+        if not find_statements(step, _BINDS_BATCH):
+            raise AnchorError(where, "a local `batch` bound from the batch iterator", "none")
+        plain = find_statements(step, _model_call("forward_fn"))
+        fused = find_statements(step, _model_call("fused_forward_fn"))
+        if len(plain) != 1 or len(fused) > 1:
+            raise AnchorError(
+                where,
+                "exactly one `output = forward_fn(...)` and at most one `output = fused_forward_fn(...)`",
+                f"{len(plain)} and {len(fused)}",
+            )
+        insertions = []
+        for name, (block, call) in [("fused_forward_fn", site) for site in fused] + [("forward_fn", site) for site in plain]:
+            insertions.append(Insertion(block, call, "before", parse_statements(_START), f"forward_step: start before {name}"))
+            insertions.append(Insertion(block, call, "after", parse_statements(_FINISH), f"forward_step: finish after {name}"))
+        return insertions

@@ -1,0 +1,93 @@
+"""Shared test helpers: running the CLI in-process, real upstream trees, tree snapshots."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import shutil
+import subprocess
+import sys
+from contextlib import redirect_stderr, redirect_stdout
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = REPO / "fixtures"
+
+# Every verl release that has the engine-worker files, and the newest, for the upstream tests.
+VERL_ENGINE_VERSIONS = ["0.6.0", "0.6.1", "0.7.0", "0.7.1", "0.8.0", "0.9.0", "0.9.1"]
+
+
+@dataclass
+class Result:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+
+def run_cli(*args: str) -> Result:
+    """Run `rlpatch ARGS` in this process and capture its exit code and output."""
+    from rlpatch.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    with redirect_stdout(out), redirect_stderr(err):
+        try:
+            main(list(args))
+        except SystemExit as exit_:
+            code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+    return Result(code, out.getvalue(), err.getvalue())
+
+
+def run_rlpatch(*args: str, env: dict[str, str] | None = None, cwd: str | None = None) -> subprocess.CompletedProcess:
+    """Run `rlpatch ARGS` as a separate process (as users do)."""
+    return subprocess.run(
+        [sys.executable, "-m", "rlpatch.cli", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        cwd=cwd,
+    )
+
+
+def snapshot(root: Path, *, skip_state: bool = False) -> dict[str, tuple[str, int]]:
+    """Every file under root: relative path -> (sha256, mode). `.git` is skipped."""
+    result = {}
+    for path in sorted(root.rglob("*")):
+        relative = path.relative_to(root).as_posix()
+        if relative.startswith(".git/") or relative == ".git":
+            continue
+        if skip_state and relative.startswith(".rlpatch"):
+            continue
+        if path.is_file() and not path.is_symlink():
+            result[relative] = (hashlib.sha256(path.read_bytes()).hexdigest(), path.stat().st_mode)
+        elif path.is_dir():
+            result[relative + "/"] = ("dir", 0)
+    return result
+
+
+@pytest.fixture
+def verl_tree(tmp_path):
+    """A factory: a writable copy of a released verl wheel's tree (downloaded once, cached)."""
+
+    def make(version: str, name: str = "tree") -> Path:
+        from rlpatch.wheelcache import fresh_copy
+
+        return fresh_copy("verl", version, tmp_path / f"{name}-{version}")
+
+    return make
+
+
+@pytest.fixture
+def fixture_tree(tmp_path):
+    """A factory: a writable copy of a fixture tree under fixtures/."""
+
+    def make(name: str) -> Path:
+        destination = tmp_path / name
+        shutil.copytree(FIXTURES / name, destination)
+        return destination
+
+    return make

@@ -1,0 +1,42 @@
+"""The registry lists every rule module once, and each defines one documented rule."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from rlpatch import registry, rules
+
+from conftest import run_cli
+
+RULES_DIR = Path(rules.__file__).parent
+
+
+def test_every_rule_module_is_registered_once():
+    on_disk = sorted(p.stem for p in RULES_DIR.glob("*.py") if not p.stem.startswith("_"))
+    listed = list(rules.PATCH_RULE_MODULES) + list(rules.LINT_RULE_MODULES)
+    assert sorted(listed) == on_disk
+    assert len(set(listed)) == len(listed)
+
+
+def test_patch_rules_have_ids_docs_and_files():
+    ids = [rule.id for rule in registry.patch_rules()]
+    assert len(set(ids)) == len(ids)
+    for rule in registry.patch_rules():
+        assert rule.summary(), rule.id
+        assert sys.modules[type(rule).__module__].__doc__, rule.id
+        assert rule.files and rule.package in ("verl", "sglang", "vllm_ascend")
+
+
+def test_rules_command_lists_every_rule():
+    result = run_cli("rules")
+    assert result.exit_code == 0
+    for rule in registry.patch_rules():
+        assert rule.id in result.stdout
+
+
+def test_help_imports_no_patch_engine():
+    code = "import sys; from rlpatch.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\nprint('libcst' in sys.modules, 'rlpatch.engine' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "False False"
