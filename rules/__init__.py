@@ -63,6 +63,12 @@ LINT_RULE_MODULES: tuple[str, ...] = (
     "rl505_msprobe_config_ignored_keys",
     "rl506_msprobe_config_rank_outside_run",
     "rl507_consistency_needs_tensor_l0_mix",
+    "rl601_sglang_dump_config_too_old",
+    "rl602_sglang_needs_msprobe_26",
+    "rl603_vllm_ascend_dump_key",
+    "rl604_both_vllm_dump_keys",
+    "rl605_verl_not_patched",
+    "rl606_legacy_worker_on_verl_07",
 )
 
 

@@ -67,7 +67,6 @@ def report(ctx: LintContext, code: str) -> None:
 def case_options(**more: object) -> dict[str, object]:
     """Options for the RL3xx rule cases: the small verl-shaped config tree of the repository's
     fixtures (a verl 0.9.1 look-alike), so that the cases run without downloading verl."""
-    from pathlib import Path
+    from rlpatch.lint.versions_family import case_root
 
-    root = Path(__file__).resolve().parents[2] / "fixtures" / "verl_mini"
-    return {"verl_root": str(root), **more}
+    return {"verl_root": case_root("verl_mini"), **more}
