@@ -25,16 +25,25 @@ SGLANG_DUMP_KEY = "actor_rollout_ref.rollout.engine_kwargs.sglang.msprobe_dump_c
 VLLM_DUMP_CONFIG = "actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config.dump_config"
 VLLM_DUMP_CONFIG_PATH = "actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config.dump_config_path"
 ROOT_OPTION = {"verl": "verl_root", "sglang": "sglang_root", "vllm-ascend": "vllm_ascend_root"}
-_CACHE: dict[tuple[Any, ...], Any] = {}
+_CACHE_ATTRIBUTE = "_rlpatch_versions_cache"
+
+
+def _cache(options: LintOptions) -> dict[tuple[Any, ...], Any]:
+    """Answers kept for one lint invocation (its options object): trees may change between runs."""
+    cache = getattr(options, _CACHE_ATTRIBUTE, None)
+    if cache is None:
+        cache = {}
+        setattr(options, _CACHE_ATTRIBUTE, cache)
+    return cache
 
 
 def installed(options: LintOptions, project: str) -> Installed:
-    """Where `project` is in the target environment and its version (cached per process)."""
-    roots = {name: _root(options, name) for name in ROOT_OPTION}
-    key = ("installed", project, tuple(sorted((k, v) for k, v in roots.items() if v)), options.extra.get("python"))
-    if key not in _CACHE:
-        _CACHE[key] = _find(options, project, roots)
-    return _CACHE[key]
+    """Where `project` is in the target environment and its version (once per lint invocation)."""
+    cache = _cache(options)
+    if ("installed", project) not in cache:
+        roots = {name: _root(options, name) for name in ROOT_OPTION}
+        cache[("installed", project)] = _find(options, project, roots)
+    return cache[("installed", project)]
 
 
 def _root(options: LintOptions, project: str) -> str | None:
@@ -82,10 +91,10 @@ def verify_states(ctx: LintContext, backend: str) -> tuple[list[dict[str, Any]],
         command += ["--verl-root", str(Path(options.verl_root).resolve())]
     elif options.extra.get("python"):
         command += ["--python", options.extra["python"]]
-    key = ("verify", tuple(command))
-    if key not in _CACHE:
-        _CACHE[key] = _run_verify(command)
-    return _CACHE[key]
+    cache = _cache(options)
+    if ("verify", backend) not in cache:
+        cache[("verify", backend)] = _run_verify(command)
+    return cache[("verify", backend)]
 
 
 def _run_verify(command: list[str]) -> tuple[list[dict[str, Any]], str | None]:
