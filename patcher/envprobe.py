@@ -87,6 +87,7 @@ def probe_interpreter(python: str, projects: tuple[str, ...] = tuple(PROJECTS)) 
             capture_output=True,
             text=True,
             timeout=_PROBE_TIMEOUT_S,
+            check=False,
         )
     except (OSError, subprocess.TimeoutExpired) as err:
         raise InputError(f"cannot run the target interpreter {python!r}: {err}") from None

@@ -20,6 +20,7 @@ hydra/omegaconf are imported only on the cold paths (a cache miss), never at mod
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import hashlib
 import importlib.util
@@ -27,9 +28,10 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any
 
 from rlpatch.envprobe import find_package_dir, probe, probe_root
 from rlpatch.versions import Version
@@ -73,7 +75,7 @@ class OverrideRecord:
     position: Any = None
 
     @classmethod
-    def from_text(cls, text: str, position: Any = None) -> "OverrideRecord":
+    def from_text(cls, text: str, position: Any = None) -> OverrideRecord:
         prefix = "++" if text.startswith("++") else text[:1] if text[:1] in ("+", "~") else ""
         body = text[len(prefix) :]
         key, sep, value = body.partition("=")
@@ -108,7 +110,7 @@ class SchemaResult:
     problems: list[SchemaProblem] = field(default_factory=list)
     skipped: str | None = None  # one line saying why the family did not run
     source: ConfigSource | None = None
-    schema: "Schema | None" = None
+    schema: Schema | None = None
 
 
 class SchemaUnavailable(Exception):
@@ -208,7 +210,7 @@ def _config_path_dir(path: Path, trainer_dir: Path, base_dir: str | Path | None)
 
 
 def _strip_yaml(name: str) -> str:
-    return name[: -len(".yaml")] if name.endswith(".yaml") else name
+    return name.removesuffix(".yaml")
 
 
 def find_verl_config_dir(root: str | Path) -> Path | None:
@@ -259,12 +261,12 @@ def _fingerprint(source: ConfigSource) -> str:
     return digest.hexdigest()
 
 
-def _is_group_override(parsed: "ParsedOverride", groups: dict[str, set[str]]) -> bool:
+def _is_group_override(parsed: ParsedOverride, groups: dict[str, set[str]]) -> bool:
     key = parsed.key_or_group
     return key in groups or key.startswith("hydra/")
 
 
-def _group_option_problems(items: list[tuple[int, "ParsedOverride"]], groups: dict[str, set[str]]) -> list[SchemaProblem]:
+def _group_option_problems(items: list[tuple[int, ParsedOverride]], groups: dict[str, set[str]]) -> list[SchemaProblem]:
     problems = []
     for index, parsed in items:
         options = groups.get(parsed.key_or_group)
@@ -284,7 +286,7 @@ def _has_problem(problems: list[SchemaProblem], index: int) -> bool:
     return any(problem.index == index for problem in problems)
 
 
-def _culprit(message: str, items: list[tuple[int, "ParsedOverride"]]) -> int | None:
+def _culprit(message: str, items: list[tuple[int, ParsedOverride]]) -> int | None:
     for index, parsed in items:
         if parsed.key_or_group in message:
             return index
@@ -362,7 +364,7 @@ def _snapshot(node: Any) -> Any:
     from omegaconf import DictConfig, ListConfig
 
     if isinstance(node, DictConfig):
-        return {str(key): _snapshot_child(node, key) for key in node.keys()}
+        return {str(key): _snapshot_child(node, key) for key in node}
     if isinstance(node, ListConfig):
         return [_snapshot_child(node, index) for index in range(len(node))]
     return _plain(node)
@@ -539,10 +541,8 @@ def _error_column(text: str) -> int:
     parser = OverrideParser(CommonTokenStream(lexer))
     parser.removeErrorListeners()
     parser.addErrorListener(listener)
-    try:
+    with contextlib.suppress(Exception):  # only the recorded position matters here
         parser.override()
-    except Exception:  # noqa: BLE001 - only the recorded position matters here
-        pass
     column = listener.column if listener.column is not None else 0
     return max(0, min(column, max(len(text) - 1, 0)))
 

@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path as FsPath
-from typing import Any, Iterator
+from typing import Any
 
 from rlpatch.jsonpos import Document, JsonError, Path, Span, parse
 

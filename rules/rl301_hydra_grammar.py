@@ -20,19 +20,19 @@ class HydraGrammar(LintRule):
     severity = "error"
     summary = "override grammar error (Hydra's own override parser)"
 
-    VALID = [
+    VALID = (
         Case("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm \\\n"
              "    data.train_files=$HOME/data/train.parquet trainer.logger=[console,wandb]\n", options=_OPTIONS),
         Case("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm \\\n"
              "    trainer.logger='[console,wandb]'\n", options=_OPTIONS),
-    ]
-    INVALID = [
+    )
+    INVALID = (
         Case("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm \\\n"
              "    data.train_files=~/data/train.parquet\n", options=_OPTIONS, expect=[(2, 22)]),
         Case("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm \\\n"
              "    trainer.logger=console,wandb\n", options=_OPTIONS, expect=[(2, 20)]),
         Case("MODEL=\"<path>\"\npython3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm actor_rollout_ref.model.path=$MODEL\n", options=_OPTIONS, expect=[(1, 8)]),
-    ]
+    )
 
     def check(self, ctx: LintContext) -> None:
         hydra_family.report(ctx, self.code)

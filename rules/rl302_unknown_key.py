@@ -22,17 +22,17 @@ class UnknownConfigKey(LintRule):
     severity = "error"
     summary = "plain override of a key the verl config does not have"
 
-    VALID = [
+    VALID = (
         Case("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm trainer.nnodes=2 \\\n"
              "    +actor_rollout_ref.rollout.engine_kwargs.sglang.attention_backend=triton\n", options=_OPTIONS),
-    ]
-    INVALID = [
+    )
+    INVALID = (
         Case("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm \\\n"
              "    trainer.nnode=2\n", options=_OPTIONS, expect=[(2, 5)]),
         Case("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=sglang \\\n"
              "    actor_rollout_ref.rollout.engine_kwargs.sglang.attention_backend=triton\n", options=_OPTIONS, expect=[(2, 5)]),
         Case("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm model_engine=megatrom\n", options=_OPTIONS, expect=[(1, 83)]),
-    ]
+    )
 
     def check(self, ctx: LintContext) -> None:
         hydra_family.report(ctx, self.code)

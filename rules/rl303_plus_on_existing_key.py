@@ -19,15 +19,15 @@ class PlusOnExistingKey(LintRule):
     severity = "error"
     summary = "+key on a key that already has a non-null value"
 
-    VALID = [
+    VALID = (
         Case("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm \\\n"
              "    +global_profiler.global_tool_config.precision_debugger.config_path=/c.json \\\n"
              "    ++actor_rollout_ref.actor.fsdp_config.model_dtype=bfloat16\n", options=_OPTIONS),
-    ]
-    INVALID = [
+    )
+    INVALID = (
         Case("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm \\\n"
              "    +actor_rollout_ref.actor.fsdp_config.model_dtype=bfloat16\n", options=_OPTIONS, expect=[(2, 5)]),
-    ]
+    )
 
     def check(self, ctx: LintContext) -> None:
         hydra_family.report(ctx, self.code)

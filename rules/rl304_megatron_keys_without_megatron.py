@@ -19,14 +19,14 @@ class MegatronKeysWithoutMegatron(LintRule):
     severity = "error"
     summary = "Megatron keys without model_engine=megatron or the megatron config"
 
-    VALID = [
+    VALID = (
         Case("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm model_engine=megatron \\\n"
              "    actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2\n", options=_OPTIONS),
-    ]
-    INVALID = [
+    )
+    INVALID = (
         Case("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm \\\n"
              "    actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2\n", options=_OPTIONS, expect=[(2, 5)]),
-    ]
+    )
 
     def check(self, ctx: LintContext) -> None:
         hydra_family.report(ctx, self.code)

@@ -18,12 +18,12 @@ class RolloutNameMissing(LintRule):
     severity = "error"
     summary = "actor_rollout_ref.rollout.name missing"
 
-    VALID = [
+    VALID = (
         Case("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm\n", options=_OPTIONS),
-    ]
-    INVALID = [
+    )
+    INVALID = (
         Case("python3 -m verl.trainer.main_ppo trainer.nnodes=1\n", options=_OPTIONS, expect=[(1, 12)]),
-    ]
+    )
 
     def check(self, ctx: LintContext) -> None:
         hydra_family.report(ctx, self.code)

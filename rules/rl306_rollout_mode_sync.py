@@ -17,13 +17,13 @@ class RolloutModeSync(LintRule):
     severity = "error"
     summary = "rollout.mode=sync on verl >= 0.7"
 
-    VALID = [
+    VALID = (
         Case("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.mode=async\n", options=_OPTIONS),
-    ]
-    INVALID = [
+    )
+    INVALID = (
         Case("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm \\\n"
              "    actor_rollout_ref.rollout.mode=sync\n", options=_OPTIONS, expect=[(2, 36)]),
-    ]
+    )
 
     def check(self, ctx: LintContext) -> None:
         hydra_family.report(ctx, self.code)

@@ -22,12 +22,12 @@ class MsprobeConfigUnreadable(LintRule):
     severity = "error"
     summary = "msprobe config.json is not JSON or cannot be read"
 
-    VALID = [
+    VALID = (
         Case(_RUN0, files={"msprobe.json": '{"task": "statistics", "level": "mix"}\n'}),
-    ]
-    INVALID = [
+    )
+    INVALID = (
         Case(_RUN0, files={"msprobe.json": '{\n  "task": "statistics",\n  "level": "mix",\n}\n'}, expect=[(4, 1)]),
-    ]
+    )
 
     def check(self, ctx: LintContext) -> None:
         msprobe_family.report(ctx, self.code)

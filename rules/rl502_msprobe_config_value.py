@@ -25,12 +25,12 @@ class MsprobeConfigValue(LintRule):
     severity = "error"
     summary = "msprobe config.json field with a value msprobe rejects"
 
-    VALID = [
+    VALID = (
         Case(_RUN0, files={"dump.json": '{"task": "tensor", "dump_path": "/tmp/d", "level": "mix", "rank": [0, "2-3"]}\n'}),
-    ]
-    INVALID = [
+    )
+    INVALID = (
         Case(_RUN0, files={"dump.json": '{\n  "task": "tensor",\n  "dump_path": "/tmp/d",\n  "async_dump": "false"\n}\n'}, expect=[(4, 17)]),
-    ]
+    )
 
     def check(self, ctx: LintContext) -> None:
         msprobe_family.report(ctx, self.code)

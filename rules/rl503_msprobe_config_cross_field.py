@@ -23,12 +23,12 @@ class MsprobeConfigCrossField(LintRule):
     severity = "error"
     summary = "msprobe config.json cross-field rule broken"
 
-    VALID = [
+    VALID = (
         Case(_RUN0, files={"dump.json": '{"task": "tensor", "dump_path": "/tmp/d", "level": "L2",\n "tensor": {"list": ["Functional.relu.0.forward"]}}\n'}),
-    ]
-    INVALID = [
+    )
+    INVALID = (
         Case(_RUN0, files={"dump.json": '{"task": "statistics", "dump_path": "/tmp/d",\n "level": "L2"}\n'}, expect=[(2, 11)]),
-    ]
+    )
 
     def check(self, ctx: LintContext) -> None:
         msprobe_family.report(ctx, self.code)

@@ -23,12 +23,12 @@ class MsprobeConfigPaths(LintRule):
     severity = "error"
     summary = "msprobe config.json path rules (dump_path characters and length, config file name)"
 
-    VALID = [
+    VALID = (
         Case(_RUN0, files={"dump.json": '{"task": "statistics", "dump_path": "/data/msprobe_dump", "level": "mix"}\n'}),
-    ]
-    INVALID = [
+    )
+    INVALID = (
         Case(_RUN0, files={"dump.json": '{"task": "statistics",\n "dump_path": "/data/my dump", "level": "mix"}\n'}, expect=[(2, 15)]),
-    ]
+    )
 
     def check(self, ctx: LintContext) -> None:
         msprobe_family.report(ctx, self.code)

@@ -21,12 +21,12 @@ class MsprobeConfigIgnoredKeys(LintRule):
     severity = "warning"
     summary = "msprobe config.json keys or sections msprobe ignores silently"
 
-    VALID = [
+    VALID = (
         Case(_RUN0, files={"dump.json": '{"task": "tensor", "dump_path": "/tmp/d", "level": "mix", "tensor": {"scope": []}}\n'}),
-    ]
-    INVALID = [
+    )
+    INVALID = (
         Case(_RUN0, files={"dump.json": '{"task": "tensor", "dump_path": "/tmp/d", "level": "mix",\n "statistics": {"scope": []}}\n'}, expect=[(2, 2)]),
-    ]
+    )
 
     def check(self, ctx: LintContext) -> None:
         msprobe_family.report(ctx, self.code)

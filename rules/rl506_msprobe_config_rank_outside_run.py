@@ -21,12 +21,12 @@ class MsprobeConfigRankOutsideRun(LintRule):
     severity = "warning"
     summary = "msprobe config.json rank list that no rank of this run is in"
 
-    VALID = [
+    VALID = (
         Case(_RUN0, files={"dump.json": '{"task": "statistics", "dump_path": "/tmp/d", "level": "mix", "rank": [0, 7]}\n'}),
-    ]
-    INVALID = [
+    )
+    INVALID = (
         Case(_RUN0, files={"dump.json": '{"task": "statistics", "dump_path": "/tmp/d", "level": "mix",\n "rank": [8]}\n'}, expect=[(2, 10)]),
-    ]
+    )
 
     def check(self, ctx: LintContext) -> None:
         msprobe_family.report(ctx, self.code)

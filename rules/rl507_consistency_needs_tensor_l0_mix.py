@@ -21,12 +21,12 @@ class ConsistencyNeedsTensorDumps(LintRule):
     severity = "error"
     summary = "consistency mode needs task tensor at level L0 or mix"
 
-    VALID = [
+    VALID = (
         Case(_RUN0, files={"dump.json": '{"task": "tensor", "dump_path": "/tmp/d", "level": "mix"}\n'}),
-    ]
-    INVALID = [
+    )
+    INVALID = (
         Case(_RUN0, files={"dump.json": '{"task": "statistics",\n "dump_path": "/tmp/d", "level": "mix"}\n'}, expect=[(1, 10)]),
-    ]
+    )
 
     def check(self, ctx: LintContext) -> None:
         msprobe_family.report(ctx, self.code)

@@ -15,6 +15,8 @@ _RUN0 = (
     "python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=sglang \\\n"
     "    +actor_rollout_ref.rollout.engine_kwargs.sglang.msprobe_dump_config=dump.json\n"
 )
+_SGLANG_0_5_10 = versions_family.case_root("targets/sglang-0.5.10")
+_SGLANG_0_5_11_MSPROBE_26_2 = versions_family.case_root("targets/sglang-0.5.11-msprobe-26.2")
 
 
 class SglangTooOldForDumpConfig(LintRule):
@@ -22,12 +24,12 @@ class SglangTooOldForDumpConfig(LintRule):
     severity = "error"
     summary = "SGLang < 0.5.11 with msprobe_dump_config"
 
-    VALID = [
-        Case(_RUN0, options=dict(extra={"sglang_root": versions_family.case_root("targets/sglang-0.5.11-msprobe-26.2")})),
-    ]
-    INVALID = [
-        Case(_RUN0, options=dict(extra={"sglang_root": versions_family.case_root("targets/sglang-0.5.10")}), expect=[(2, 5)]),
-    ]
+    VALID = (
+        Case(_RUN0, options={"extra": {"sglang_root": _SGLANG_0_5_11_MSPROBE_26_2}}),
+    )
+    INVALID = (
+        Case(_RUN0, options={"extra": {"sglang_root": _SGLANG_0_5_10}}, expect=[(2, 5)]),
+    )
 
     def check(self, ctx: LintContext) -> None:
         setting = versions_family.dump_setting(ctx.run, versions_family.SGLANG_DUMP_KEY)

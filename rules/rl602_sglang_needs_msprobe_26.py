@@ -14,6 +14,8 @@ _RUN0 = (
     "python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=sglang \\\n"
     "    +actor_rollout_ref.rollout.engine_kwargs.sglang.msprobe_dump_config=dump.json\n"
 )
+_SGLANG_0_5_11_MSPROBE_26_2 = versions_family.case_root("targets/sglang-0.5.11-msprobe-26.2")
+_SGLANG_0_5_11_MSPROBE_8_3 = versions_family.case_root("targets/sglang-0.5.11-msprobe-8.3")
 
 
 class SglangNeedsMsprobe26(LintRule):
@@ -21,12 +23,12 @@ class SglangNeedsMsprobe26(LintRule):
     severity = "error"
     summary = "SGLang >= 0.5.11 with mindstudio-probe < 26.0"
 
-    VALID = [
-        Case(_RUN0, options=dict(extra={"sglang_root": versions_family.case_root("targets/sglang-0.5.11-msprobe-26.2")})),
-    ]
-    INVALID = [
-        Case(_RUN0, options=dict(extra={"sglang_root": versions_family.case_root("targets/sglang-0.5.11-msprobe-8.3")}), expect=[(2, 5)]),
-    ]
+    VALID = (
+        Case(_RUN0, options={"extra": {"sglang_root": _SGLANG_0_5_11_MSPROBE_26_2}}),
+    )
+    INVALID = (
+        Case(_RUN0, options={"extra": {"sglang_root": _SGLANG_0_5_11_MSPROBE_8_3}}, expect=[(2, 5)]),
+    )
 
     def check(self, ctx: LintContext) -> None:
         setting = versions_family.dump_setting(ctx.run, versions_family.SGLANG_DUMP_KEY)

@@ -18,6 +18,9 @@ _RUN1 = (
     "python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm \\\n"
     "    +actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config.dump_config=dump.json\n"
 )
+_VLLM_ASCEND_0_11_0 = versions_family.case_root("targets/vllm-ascend-0.11.0")
+_VLLM_ASCEND_0_12_0 = versions_family.case_root("targets/vllm-ascend-0.12.0")
+_VLLM_ASCEND_0_13_0 = versions_family.case_root("targets/vllm-ascend-0.13.0")
 
 
 class VllmAscendDumpKey(LintRule):
@@ -25,14 +28,14 @@ class VllmAscendDumpKey(LintRule):
     severity = "error"
     summary = "vLLM-Ascend version and dump key do not match"
 
-    VALID = [
-        Case(_RUN0, options=dict(extra={"vllm_ascend_root": versions_family.case_root("targets/vllm-ascend-0.13.0")})),
-        Case(_RUN1, options=dict(extra={"vllm_ascend_root": versions_family.case_root("targets/vllm-ascend-0.12.0")})),
-    ]
-    INVALID = [
-        Case(_RUN0, options=dict(extra={"vllm_ascend_root": versions_family.case_root("targets/vllm-ascend-0.12.0")}), expect=[(2, 5)]),
-        Case(_RUN0, options=dict(extra={"vllm_ascend_root": versions_family.case_root("targets/vllm-ascend-0.11.0")}), expect=[(2, 5)]),
-    ]
+    VALID = (
+        Case(_RUN0, options={"extra": {"vllm_ascend_root": _VLLM_ASCEND_0_13_0}}),
+        Case(_RUN1, options={"extra": {"vllm_ascend_root": _VLLM_ASCEND_0_12_0}}),
+    )
+    INVALID = (
+        Case(_RUN0, options={"extra": {"vllm_ascend_root": _VLLM_ASCEND_0_12_0}}, expect=[(2, 5)]),
+        Case(_RUN0, options={"extra": {"vllm_ascend_root": _VLLM_ASCEND_0_11_0}}, expect=[(2, 5)]),
+    )
 
     def check(self, ctx: LintContext) -> None:
         for key in (versions_family.VLLM_DUMP_CONFIG_PATH, versions_family.VLLM_DUMP_CONFIG):

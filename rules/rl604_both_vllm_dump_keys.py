@@ -26,12 +26,12 @@ class BothVllmDumpKeys(LintRule):
     severity = "error"
     summary = "both dump_config and dump_config_path"
 
-    VALID = [
+    VALID = (
         Case(_RUN0),
-    ]
-    INVALID = [
+    )
+    INVALID = (
         Case(_RUN1, expect=[(2, 5)]),
-    ]
+    )
 
     def check(self, ctx: LintContext) -> None:
         config = versions_family.dump_setting(ctx.run, versions_family.VLLM_DUMP_CONFIG)

@@ -29,12 +29,12 @@ class VerlNotPatched(LintRule):
     modes = frozenset({"consistency"})
     summary = "consistency mode but the verl tree is not patched"
 
-    VALID = [
-        Case(_RUN0, options=dict(verl_root=versions_family.case_root("verl_engine"))),
-    ]
-    INVALID = [
-        Case(_RUN1, options=dict(verl_root=versions_family.case_root("verl_engine")), expect=[(2, 12)]),
-    ]
+    VALID = (
+        Case(_RUN0, options={"verl_root": versions_family.case_root("verl_engine")}),
+    )
+    INVALID = (
+        Case(_RUN1, options={"verl_root": versions_family.case_root("verl_engine")}, expect=[(2, 12)]),
+    )
 
     def check(self, ctx: LintContext) -> None:
         backend = "megatron" if ctx.run.megatron else "fsdp"

@@ -29,12 +29,12 @@ class LegacyWorkerOnVerl07(LintRule):
     modes = frozenset({"consistency"})
     summary = "verl 0.7.x engine patch without use_legacy_worker_impl=disable"
 
-    VALID = [
-        Case(_RUN0, options=dict(verl_version="0.7.1")),
-    ]
-    INVALID = [
-        Case(_RUN1, options=dict(verl_version="0.7.1"), expect=[(2, 12)]),
-    ]
+    VALID = (
+        Case(_RUN0, options={"verl_version": "0.7.1"}),
+    )
+    INVALID = (
+        Case(_RUN1, options={"verl_version": "0.7.1"}, expect=[(2, 12)]),
+    )
 
     def check(self, ctx: LintContext) -> None:
         if ctx.run.version.minor != (0, 7):

@@ -12,8 +12,8 @@ import pytest
 
 pytest.importorskip("hydra")
 
-from rlpatch import hydra_schema  # noqa: E402
-from rlpatch.hydra_schema import OverrideRecord, lint_overrides, locate_config  # noqa: E402
+from rlpatch import hydra_schema
+from rlpatch.hydra_schema import OverrideRecord, lint_overrides, locate_config
 
 MINI = Path(__file__).resolve().parent.parent / "fixtures" / "verl_mini"
 HYDRA_ERRORS = ("RL301", "RL302", "RL303", "RL304")

@@ -7,9 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rlpatch.envprobe import probe_here, probe_interpreter, probe_root
-
 from conftest import FIXTURES, run_cli
+from rlpatch.envprobe import probe_here, probe_interpreter, probe_root
 
 ENTRY = "python3 -m verl.trainer.main_ppo"
 DUMP_KEY = "+actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config.dump_config_path"
@@ -72,7 +71,7 @@ def lint_in_fresh_process(args: list[str], env: dict[str, str], cwd: Path | None
         "    pass\n"
         "print('MODULES', ','.join(m for m in ('hydra', 'omegaconf', 'libcst') if m in sys.modules))\n"
     )
-    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=False,
                             env={"PATH": "/usr/bin:/bin", **env}, cwd=cwd)
     output, _, modules = result.stdout.rpartition("MODULES ")
     return output, [name for name in modules.strip().split(",") if name]

@@ -14,12 +14,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-
 from rlpatch.msprobe_config import Options, check_file, is_valid
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from msprobe_cases import write_cases  # noqa: E402
+from msprobe_cases import write_cases
 
 pytestmark = pytest.mark.runtime
 if importlib.util.find_spec("torch") is None or importlib.util.find_spec("msprobe") is None:
@@ -33,7 +32,7 @@ def ask_msprobe(paths: list[Path], cwd: Path) -> dict[str, dict[str, object]]:
     """msprobe's verdicts, from one judge process for all `paths`."""
     result = subprocess.run(
         [sys.executable, str(HERE / "msprobe_judge.py"), *map(str, paths)],
-        capture_output=True, text=True, cwd=cwd, timeout=900,
+        capture_output=True, text=True, cwd=cwd, timeout=900, check=False,
     )
     verdicts = {}
     for line in result.stdout.splitlines():

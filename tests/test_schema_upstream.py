@@ -11,11 +11,9 @@ import json
 from pathlib import Path
 
 import pytest
-
+from conftest import run_cli
 from rlpatch.versions import Version
 from rlpatch.wheelcache import fresh_copy, unpacked_tree
-
-from conftest import run_cli
 
 pytestmark = pytest.mark.upstream
 
@@ -151,7 +149,6 @@ SINGLE_OVERRIDES = [
 def test_verdict_equals_hydra_compose(verl: tuple[Version, Path], override: str) -> None:
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
-
     from rlpatch.hydra_schema import OverrideRecord, lint_overrides
 
     _, root = verl
