@@ -67,7 +67,6 @@ class Override:
     def related(self) -> tuple[Span, ...]:
         """Use sites that differ from where the value was written (for findings)."""
         spans = {p.via for p in self.arg.origins(len(self.prefix) + len(self.key) + 1) if p.via is not None}
-        spans.add(self.arg.span)
         primary = self.value_span
         return tuple(sorted(s for s in spans if s != primary and s.file != "<command line>"))
 
@@ -165,7 +164,7 @@ def parse_override(arg: Arg) -> Override | None:
     if not key or (not eq and prefix != "~"):
         return None
     value_known = text is not None
-    return Override(arg, text if text is not None else key_text, prefix, key,
+    return Override(arg, text if text is not None else arg.display, prefix, key,
                     (value if eq else None) if value_known else None, value_known)
 
 
@@ -397,7 +396,8 @@ class Run:
             "verl_version": str(self.version),
             "sizes": sizes,
             "overrides": [
-                {"text": o.text, "key": o.key, "value": o.value, "line": o.span.line, "column": o.span.column}
+                {"text": o.text, "key": o.key, "value": o.value, "line": o.span.line, "column": o.span.column,
+                 "file": o.span.file}
                 for o in self.overrides
             ],
             "env": {name: var.text for name, var in sorted(self.env.items())},

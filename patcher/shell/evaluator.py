@@ -49,12 +49,19 @@ class Arg:
     def text(self) -> str | None:
         return word_text(self.word)
 
+    @property
+    def display(self) -> str:
+        """The text with unknown parts shown as their source (`trainer.nnodes=$SLURM_NNODES`)."""
+        return "".join(piece.text if piece.text is not None else piece.desc for piece in self.word)
+
     def sub_span(self, start: int, end: int) -> Span:
         """Span of characters [start, end) of the expanded text (falls back to the whole token)."""
         offset = 0
         for piece in self.word:
             size = len(piece.text or "")
             if piece.text is not None and offset <= start and end <= offset + size:
+                if piece.span.file.startswith("<"):  # `-- extra` / --env values: point at their use
+                    return piece.via or self.span
                 if piece.exact and piece.span.line == piece.span.end_line:
                     base = piece.span.column + (start - offset)
                     return Span(piece.span.file, piece.span.line, base, piece.span.line, base + (end - start))

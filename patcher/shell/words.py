@@ -190,11 +190,10 @@ class Expander:
             stop = pos + 1
             while stop < end and (text[stop].isalnum() or text[stop] in "_-.") :
                 stop += 1
-            if stop == end or text[stop] == "/":
-                if stop == pos + 1:
-                    self._expand_var("HOME", pos, stop, out, quoted=True, join=join)
-                else:
-                    out.add(self._unknown(pos, stop), quoted=False)
+            # Only `~` and `~/...` expand (to $HOME); `~name` would be a user's home, which on a
+            # launch line is Hydra's `~key` deletion: bash leaves it alone when no such user exists.
+            if stop == pos + 1 and (stop == end or text[stop] == "/"):
+                self._expand_var("HOME", pos, stop, out, quoted=True, join=join)
                 pos = stop
         while pos < end:
             char = text[pos]
