@@ -37,11 +37,14 @@ class VerlNotPatched(LintRule):
     )
 
     def check(self, ctx: LintContext) -> None:
+        if not versions_family.target_given(ctx.options) and not versions_family.installed(ctx.options, "verl").found:
+            return  # no verl to verify (and no subprocess spent on finding that out)
         backend = "megatron" if ctx.run.megatron else "fsdp"
         reports, error = versions_family.verify_states(ctx, backend)
-        if error:
+        if error and versions_family.target_given(ctx.options):
             ctx.report(f"cannot tell whether verl is patched (RL605 not checked): {error}", at=ctx.run.entry_span,
                        severity="info", code="RL002")
+        if error:
             return
         for report in reports:
             if report["state"] not in ("applied", "not-applicable"):

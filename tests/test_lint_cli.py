@@ -30,6 +30,9 @@ def repo(tmp_path: Path) -> Path:
     (tmp_path / "scripts").mkdir()
     (tmp_path / "scripts" / "bad.sh").write_text(BAD)
     (tmp_path / "scripts" / "clean.sh").write_text("python3 -m verl.trainer.main_ppo trainer.nnodes=1\n")
+    # RL3xx needs a verl tree; without one it adds its one-line "skipped" note (RL002) to every file.
+    # These tests are about the front end and reporters, so the family stays out of the way.
+    (tmp_path / "pyproject.toml").write_text('[tool.rlpatch]\nignore = ["RL3"]\n')
     return tmp_path
 
 
@@ -236,6 +239,8 @@ def test_rule_docs() -> None:
     assert code == 0 and out.startswith("RL201 (E, consistency): ")
     assert "Bad:" in out and "Good:" in out and "tensor_model_parallel_size=4" in out
     code, out, _ = rlpatch("rule")
-    assert code == 0 and len(out.splitlines()) == 33 and out.startswith("RL001 E  ")
+    from rlpatch.lint.engine import rule_classes
+
+    assert code == 0 and len(out.splitlines()) == len(rule_classes()) and out.startswith("RL001 E  ")
     code, _, err = rlpatch("rule", "RL999")
     assert code == 2 and err.startswith("rlpatch: error: unknown rule code: RL999")

@@ -61,32 +61,25 @@ def options_for(reference: Reference, run: Run) -> Options:
     return Options(mode=file_mode, world_size=run.world_size())
 
 
-def run_findings(ctx: LintContext) -> list[tuple[ConfigFinding, Reference | None]]:
-    """All RL5xx findings of this run (computed once); a missing file is one RL002 note."""
+def run_findings(ctx: LintContext) -> list[tuple[ConfigFinding, Reference]]:
+    """All RL5xx findings of this run (computed once); files not on this machine are skipped."""
     cached = getattr(ctx.run, _ATTRIBUTE, None)
     if cached is not None:
         return cached
-    results: list[tuple[ConfigFinding, Reference | None]] = []
+    results: list[tuple[ConfigFinding, Reference]] = []
     for reference in references(ctx.run):
         path = ctx.resolve_path(reference.text)
-        if not os.path.isfile(path):
-            note = ConfigFinding("RL002", "info", f"msprobe config {reference.text} ({reference.what}) is not on "
-                                 "this machine: RL501-RL507 not checked for it", reference.span.file,
-                                 reference.span.line, reference.span.column, reference.span.end_line,
-                                 reference.span.end_column)
-            results.append((note, None))
-            continue
-        results.extend((finding, reference) for finding in check_file(path, options_for(reference, ctx.run)))
+        if os.path.isfile(path):  # a path that exists only on the cluster is not this linter's to judge
+            results.extend((finding, reference) for finding in check_file(path, options_for(reference, ctx.run)))
     setattr(ctx.run, _ATTRIBUTE, results)
     return results
 
 
 def report(ctx: LintContext, code: str) -> None:
     for finding, reference in run_findings(ctx):
-        if finding.code == code or (finding.code == "RL002" and reference is None):
-            related = [reference.span] if reference is not None else []
+        if finding.code == code:
             ctx.report(finding.message, at=_span(finding), severity=finding.severity,  # type: ignore[arg-type]
-                       related=related, code=finding.code)
+                       related=[reference.span])
 
 
 def _span(finding: ConfigFinding) -> Span:

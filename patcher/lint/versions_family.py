@@ -62,10 +62,17 @@ def _find(options: LintOptions, project: str, roots: dict[str, str | None]) -> I
     return probe(options.extra.get("python"), (project,))[project]
 
 
+def target_given(options: LintOptions) -> bool:
+    """Did the user name the target environment (a root or --python)? Only then is an unknown
+    version worth a note: without a target, RL6xx checks what it can find and stays quiet."""
+    return bool(options.verl_root or options.extra.get("python") or any(options.extra.get(ROOT_OPTION[p])
+                                                                         for p in ("sglang", "vllm-ascend")))
+
+
 def version(ctx: LintContext, project: str, needed_for: Setting) -> Version | None:
-    """The project's version; when unknown, the rule is noted as skipped (RL002) at `needed_for`."""
+    """The project's version; when unknown for a named target, noted as skipped (RL002) at `needed_for`."""
     found = installed(ctx.options, project).version
-    if found is None:
+    if found is None and target_given(ctx.options):
         ctx.skipped.append(Skipped(ctx.rule.code, f"the {project} version (give --{ROOT_OPTION.get(project, 'python').replace('_', '-')} "
                                    "or --python)", needed_for.span))
     return found
