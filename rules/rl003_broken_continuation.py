@@ -36,8 +36,10 @@ class BrokenContinuation(LintRule):
     def check_file(self, ctx: FileContext) -> None:
         source = ctx.source
         path = source.path
-        for start_byte, text in _comments(ctx.evaluation.parsed.tree.root_node):
-            line, col = source.line_col(source.char_offset(start_byte))
+        for start_byte, end_byte in _comments(ctx.evaluation.parsed.tree.root_node):
+            start = source.char_offset(start_byte)
+            text = source.text[start:source.char_offset(end_byte)]
+            line, col = source.line_col(start)
             column = col - 1
             before = source.line_text(line)[:column]
             if before.strip() and text.endswith("\\"):
@@ -70,13 +72,13 @@ def _last_code_line(source) -> int:
     return 0
 
 
-def _comments(root) -> list[tuple[int, str]]:
-    """(start byte, text) of every comment node."""
+def _comments(root) -> list[tuple[int, int]]:
+    """(start byte, end byte) of every comment node."""
     found = []
     stack = [root]
     while stack:
         node = stack.pop()
         if node.type == "comment":
-            found.append((node.start_byte, node.text.decode("utf-8", "replace")))
+            found.append((node.start_byte, node.end_byte))
         stack.extend(node.children)
     return found

@@ -15,11 +15,19 @@ from rlpatch.shell.source import SourceFile
 
 
 @lru_cache(maxsize=1)
-def _parser():
+def _language():
     import tree_sitter_bash
-    from tree_sitter import Language, Parser
+    from tree_sitter import Language
 
-    return Parser(Language(tree_sitter_bash.language()))
+    return Language(tree_sitter_bash.language())
+
+
+def _parser():
+    # A fresh parser per file: reusing one across many malformed inputs crashed tree-sitter-bash's
+    # external scanner (found by the fuzz tests); creating one costs microseconds.
+    from tree_sitter import Parser
+
+    return Parser(_language())
 
 
 @dataclass
@@ -28,11 +36,25 @@ class ParsedScript:
 
 
 def parse_file(source: SourceFile) -> ParsedScript:
-    tree = _parser().parse(source.encoded)
+    tree = _parser().parse(ascii_shadow(source))
     root = tree.root_node
     if root.has_error:
         _check_unterminated(source, root)
     return ParsedScript(tree)
+
+
+def ascii_shadow(source: SourceFile) -> bytes:
+    """The script's bytes with every non-ASCII character replaced by as many `x` bytes.
+
+    tree-sitter-bash's external scanner crashes (segfault) on some non-ASCII characters in some
+    contexts (found by the fuzz tests: `S{<U+5F70C>]`). Bash syntax is all ASCII and bash treats
+    other bytes as ordinary word characters, exactly like `x`, so the tree is the same, and byte
+    offsets are unchanged: positions still map onto the real text (SourceFile.char_offset).
+    """
+    data = source.encoded
+    if data.isascii():
+        return data
+    return "".join(ch if ch < "\x80" else "x" * len(ch.encode("utf-8")) for ch in source.text).encode("ascii")
 
 
 def _check_unterminated(source: SourceFile, root) -> None:

@@ -58,7 +58,8 @@ class SourceFile:
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as err:
-            raise InputError(f"{path}: not UTF-8 (invalid byte at offset {err.start})") from None
+            line = data.count(b"\n", 0, err.start) + 1
+            raise InputError(f"{path}: not UTF-8 (invalid byte 0x{data[err.start]:02x} on line {line})") from None
         if text.startswith("\ufeff"):
             text = text[1:]
         return cls(path, text)

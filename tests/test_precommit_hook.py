@@ -1,0 +1,83 @@
+"""The `rlpatch-lint` pre-commit hook: the hook definition, its entry run on a sample repo, and
+(when pre-commit is installed) `pre-commit try-repo` for real."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+BAD = "python3 -m verl.trainer.main_ppo trainer.n_gpus_per_node=8 actor_rollout_ref.rollout.tensor_model_parallel_size=3\n"
+GOOD = "#!/usr/bin/env bash\npython3 -m verl.trainer.main_ppo trainer.nnodes=1\n"
+
+
+def hook() -> dict:
+    (definition,) = [h for h in yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text()) if h["id"] == "rlpatch-lint"]
+    return definition
+
+
+@pytest.fixture
+def sample_repo(tmp_path: Path) -> Path:
+    (tmp_path / "bad.sh").write_text(BAD)
+    (tmp_path / "good").write_text(GOOD)  # no extension: a shell file by its shebang (identify wants +x)
+    (tmp_path / "good").chmod(0o755)
+    (tmp_path / "tool.py").write_text("print('not shell')\n")
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    subprocess.run(["git", "-C", str(tmp_path), "add", "-A"], check=True)
+    return tmp_path
+
+
+def _is_shell(path: Path) -> bool:
+    """pre-commit's `types: [shell]` (identify): a .sh/.bash/.zsh/.ksh name, or a sh/bash shebang."""
+    try:
+        from identify import identify
+
+        return "shell" in identify.tags_from_path(str(path))
+    except ImportError:
+        if not os.access(path, os.X_OK) and path.suffix not in (".sh", ".bash", ".zsh", ".ksh"):
+            return False
+        if path.suffix in (".sh", ".bash", ".zsh", ".ksh"):
+            return True
+        first = path.read_text(errors="replace").splitlines()[:1]
+        return bool(first) and first[0].startswith("#!") and any(s in first[0] for s in ("sh", "bash"))
+
+
+def test_hook_definition() -> None:
+    definition = hook()
+    assert definition["types"] == ["shell"]
+    assert definition["language"] == "python"
+    assert shlex.split(definition["entry"])[:2] == ["rlpatch", "lint"]
+
+
+def test_hook_entry_on_a_sample_repo(sample_repo: Path) -> None:
+    """What pre-commit does: pass the staged files of the hook's types to the entry, fail on exit != 0."""
+    files = [p.name for p in sorted(sample_repo.iterdir()) if p.is_file() and _is_shell(p)]
+    assert files == ["bad.sh", "good"]
+    command = [sys.executable, "-m", "rlpatch.cli", *shlex.split(hook()["entry"])[1:]]
+    failing = subprocess.run(command + files, cwd=sample_repo, capture_output=True, text=True, timeout=60)
+    assert failing.returncode == 1 and failing.stdout.startswith("bad.sh:1:113: RL401 [E] ")
+    passing = subprocess.run(command + ["good"], cwd=sample_repo, capture_output=True, text=True, timeout=60)
+    assert passing.returncode == 0, passing.stdout
+
+
+def _pre_commit() -> str | None:
+    local = Path(sys.executable).with_name("pre-commit")
+    return str(local) if local.exists() else shutil.which("pre-commit")
+
+
+@pytest.mark.skipif(_pre_commit() is None, reason="pre-commit is not installed")
+def test_pre_commit_try_repo(sample_repo: Path) -> None:
+    """`pre-commit try-repo` installs this repo (with its dependencies) into pre-commit's own env."""
+    env = dict(os.environ, PRE_COMMIT_HOME=str(sample_repo.parent / "pre-commit-home"))
+    proc = subprocess.run([_pre_commit(), "try-repo", str(ROOT), "rlpatch-lint", "--all-files"], cwd=sample_repo,
+                          capture_output=True, text=True, timeout=540, env=env)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "bad.sh:1:113: RL401 [E]" in proc.stdout
+    assert "good:" not in proc.stdout and "tool.py" not in proc.stdout
