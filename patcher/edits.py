@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import difflib
 from collections import defaultdict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal, Sequence
+from typing import Literal
 
 import libcst as cst
 
-from rlpatch.patchrule import Block, Insertion
+from rlpatch.patchrule import Block, Insertion, KeywordHoist
 
 SiteState = Literal["applied", "absent", "drifted"]
 
@@ -46,13 +47,83 @@ def _anchor_index(block: Block, anchor: cst.BaseStatement) -> int:
     raise ValueError("anchor is not a statement of its block")
 
 
+class _KeywordArguments(cst.CSTVisitor):
+    """Collects the keyword arguments named `keyword` of every call in a node."""
+
+    def __init__(self, keyword: str) -> None:
+        super().__init__()
+        self.keyword = keyword
+        self.found: list[cst.Arg] = []
+
+    def visit_Arg(self, node: cst.Arg) -> None:
+        if node.keyword is not None and node.keyword.value == self.keyword:
+            self.found.append(node)
+
+
+def keyword_argument(anchor: cst.BaseStatement, keyword: str) -> cst.Arg:
+    """The single one-line keyword argument `keyword` of the simple statement `anchor`.
+
+    Raises ValueError otherwise: rules call this while locating, to refuse with an AnchorError.
+    """
+    if not isinstance(anchor, cst.SimpleStatementLine):
+        raise ValueError(f"the statement holding {keyword}= is not a simple statement")  # noqa: TRY004
+    finder = _KeywordArguments(keyword)
+    anchor.visit(finder)
+    if len(finder.found) != 1:
+        raise ValueError(f"{len(finder.found)} keyword arguments {keyword}= in the statement")
+    argument = finder.found[0]
+    if "\n" in cst.Module(body=[]).code_for_node(argument.value):
+        # Moved out of the call's parentheses, a multi-line expression would not parse.
+        raise ValueError(f"the value of {keyword}= spans several lines")
+    return argument
+
+
+def _hoisted_value(statement: cst.BaseStatement, name: str) -> cst.BaseExpression | None:
+    """The right-hand side when `statement` is exactly `name = <expression>`."""
+    if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+        return None
+    assign = statement.body[0]
+    if not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
+        return None
+    target = assign.targets[0].target
+    return assign.value if isinstance(target, cst.Name) and target.value == name else None
+
+
+def _argument_is_name(anchor: cst.BaseStatement, hoist: KeywordHoist) -> bool:
+    finder = _KeywordArguments(hoist.keyword)
+    anchor.visit(finder)
+    return any(isinstance(arg.value, cst.Name) and arg.value.value == hoist.name for arg in finder.found)
+
+
+def _with_argument(statement: cst.BaseStatement, keyword: str, value: cst.BaseExpression) -> cst.BaseStatement:
+    argument = keyword_argument(statement, keyword)
+    return statement.deep_replace(argument, argument.with_changes(value=value))  # type: ignore[return-value]
+
+
+def _hoisted_assignment(insertion: Insertion) -> tuple[cst.BaseStatement, ...]:
+    """`name = <expression>` for a hoisting insertion located on the original module, else ()."""
+    if insertion.hoist is None:
+        return ()
+    value = keyword_argument(insertion.anchor, insertion.hoist.keyword).value
+    target = cst.AssignTarget(target=cst.Name(insertion.hoist.name))
+    return (cst.SimpleStatementLine(body=[cst.Assign(targets=[target], value=value)]),)
+
+
 def locate(module: cst.Module, insertion: Insertion) -> Site:
-    """Decide whether the insertion's statements stand next to its anchor, intact."""
+    """Decide whether the insertion's statements stand next to its anchor, intact.
+
+    A hoist counts as one more unit: in place when the statement right before the anchor assigns
+    its name and the anchor's argument reads that name.
+    """
     body = insertion.block.body
     anchor_at = _anchor_index(insertion.block, insertion.anchor)
     count = len(insertion.statements)
+    hoist = insertion.hoist
+    hoist_at = anchor_at - 1
+    hoisted = hoist is not None and hoist_at >= 0 and _hoisted_value(body[hoist_at], hoist.name) is not None
+    swapped = hoist is not None and _argument_is_name(insertion.anchor, hoist)
     if insertion.where == "before":
-        first = anchor_at - count
+        first = anchor_at - count - (1 if hoisted else 0)
     else:
         first = anchor_at + 1
     window = [index for index in range(first, first + count) if 0 <= index < len(body)]
@@ -66,17 +137,20 @@ def locate(module: cst.Module, insertion: Insertion) -> Site:
             matched.append(index)
         elif _resembles(found, expected[offset]):
             edited.append(index)
-    if len(matched) == count:
-        return Site(insertion, "applied", tuple(matched))
+    units = count + (1 if hoist is not None else 0)
+    indices = tuple(matched) + ((hoist_at,) if hoisted and swapped else ())
+    if len(indices) == units:
+        return Site(insertion, "applied", indices)
     if edited:
-        return Site(insertion, "drifted", tuple(matched), f"inserted code edited at line {_line_of(module, body[edited[0]])}")
-    if not matched:
+        line = _line_of(module, body[edited[0]])
+        return Site(insertion, "drifted", tuple(matched), f"inserted code edited at line {line}")
+    if not matched and not hoisted and not swapped:
         return Site(insertion, "absent", ())
     return Site(
         insertion,
         "drifted",
-        tuple(matched),
-        f"{len(matched)} of {count} inserted statements intact {insertion.where} the anchor",
+        indices,
+        f"{len(indices)} of {units} inserted statements intact {insertion.where} the anchor",
     )
 
 
@@ -107,10 +181,13 @@ class _BodyRewriter(cst.CSTTransformer):
         self,
         insert: dict[int, list[Insertion]] | None = None,
         remove: dict[int, set[int]] | None = None,
+        replace: dict[int, Callable[[cst.BaseStatement], cst.BaseStatement]] | None = None,
     ) -> None:
         super().__init__()
         self._insert = insert or {}
         self._remove = remove or {}
+        # id(original anchor) -> how the anchor itself changes (hoisted arguments only)
+        self._replace = replace or {}
 
     def _rebuild(self, original: Block, updated: Block) -> Block:
         key = id(original)
@@ -120,9 +197,12 @@ class _BodyRewriter(cst.CSTTransformer):
         dropped = self._remove.get(key, set())
         body: list[cst.BaseStatement] = []
         for index, (before, after) in enumerate(zip(original.body, updated.body)):
-            body.extend(s for p in plans if p.anchor is before and p.where == "before" for s in p.statements)
+            for plan in plans:
+                if plan.anchor is before and plan.where == "before":
+                    body.extend((*plan.statements, *_hoisted_assignment(plan)))
             if index not in dropped:
-                body.append(after)
+                change = self._replace.get(id(before))
+                body.append(change(after) if change else after)
             body.extend(s for p in plans if p.anchor is before and p.where == "after" for s in p.statements)
         return updated.with_changes(body=body)
 
@@ -136,6 +216,7 @@ class _BodyRewriter(cst.CSTTransformer):
 def insert(module: cst.Module, insertions: Sequence[Insertion]) -> cst.Module:
     """The module with every insertion's statements placed next to its anchor."""
     by_block: dict[int, list[Insertion]] = defaultdict(list)
+    replace: dict[int, Callable[[cst.BaseStatement], cst.BaseStatement]] = {}
     seen: set[tuple[int, str]] = set()
     for insertion in insertions:
         slot = (id(insertion.anchor), insertion.where)
@@ -144,13 +225,33 @@ def insert(module: cst.Module, insertions: Sequence[Insertion]) -> cst.Module:
             raise ValueError(f"two insertions {insertion.where} the same anchor: {insertion.label}")
         seen.add(slot)
         by_block[id(insertion.block)].append(insertion)
-    return module.visit(_BodyRewriter(insert=by_block))
+        if insertion.hoist is not None:
+            if insertion.where != "before":
+                raise ValueError(f"a hoist must be inserted before its anchor: {insertion.label}")
+            replace[id(insertion.anchor)] = _swap_to_name(insertion.hoist)
+    return module.visit(_BodyRewriter(insert=by_block, replace=replace))
+
+
+def _swap_to_name(hoist: KeywordHoist) -> Callable[[cst.BaseStatement], cst.BaseStatement]:
+    return lambda statement: _with_argument(statement, hoist.keyword, cst.Name(hoist.name))
 
 
 def strip(module: cst.Module, sites: Sequence[Site]) -> cst.Module:
-    """The module without the statements of the applied sites."""
+    """The module without the statements of the applied sites (hoisted values go back in place)."""
     by_block: dict[int, set[int]] = defaultdict(set)
+    replace: dict[int, Callable[[cst.BaseStatement], cst.BaseStatement]] = {}
     for site in sites:
-        if site.state == "applied":
-            by_block[id(site.insertion.block)].update(site.indices)
-    return module.visit(_BodyRewriter(remove=by_block))
+        if site.state != "applied":
+            continue
+        insertion = site.insertion
+        by_block[id(insertion.block)].update(site.indices)
+        if insertion.hoist is not None:
+            hoist_at = _anchor_index(insertion.block, insertion.anchor) - 1
+            value = _hoisted_value(insertion.block.body[hoist_at], insertion.hoist.name)
+            assert value is not None  # an applied hoist site has its assignment right before the anchor
+            replace[id(insertion.anchor)] = _swap_back(insertion.hoist, value)
+    return module.visit(_BodyRewriter(remove=by_block, replace=replace))
+
+
+def _swap_back(hoist: KeywordHoist, value: cst.BaseExpression) -> Callable[[cst.BaseStatement], cst.BaseStatement]:
+    return lambda statement: _with_argument(statement, hoist.keyword, value)

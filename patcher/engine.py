@@ -161,14 +161,21 @@ class Session:
         report = RuleReport(rule, target, "absent", warning=gate.message if gate.status in ("warn", "force") else "")
         report.needs_force = gate.status == "force"
         try:
-            for relative in edited:
-                report.files.append(self._file_plan(rule, target, relative, structural))
+            plans = [self._file_plan(rule, target, relative, structural) for relative in edited]
         except AnchorError as err:
             report.state = "refused"
             report.message = f"{err} (in {target.package} {target.version_text})"
             return report
+        # A rule whose anchor moved between files across releases (verl's request-id client) has
+        # no edit in the file of the other releases: that file is not the rule's in this tree.
+        report.files = [plan for plan in plans if plan.state != "not-applicable"]
         for new in rule.new_files(target):
             report.files.append(self._new_file_plan(target, new))
+        if not report.files:
+            return RuleReport(
+                rule, target, "not-applicable",
+                message=f"{target.package} {target.version_text}: no anchor of {rule.id} in {', '.join(edited)}",
+            )
         report.state = _combine([plan.state for plan in report.files])
         report.message = _describe(report)
         return report
@@ -180,8 +187,13 @@ class Session:
             return FilePlan(relative, "applied")  # fast path: the exact bytes rlpatch wrote
         from rlpatch import edits
 
+        needle = rule.anchor_text(relative)
+        if needle is not None and needle not in source.text:
+            return FilePlan(relative, "not-applicable", detail="no anchor of the rule in this file")
         module = source.module()
         insertions = rule.insertions(relative, module)
+        if not insertions:
+            return FilePlan(relative, "not-applicable", detail="no anchor of the rule in this file")
         sites = [edits.locate(module, insertion) for insertion in insertions]
         states = [site.state for site in sites]
         plan = FilePlan(relative, _combine(states))
@@ -208,6 +220,21 @@ class Session:
         if source.data == new.text.encode("utf-8"):
             return FilePlan(new.path, "applied", new_file=new)
         return FilePlan(new.path, "drifted", new_file=new, detail="the file differs from what the patch creates")
+
+
+def set_state(reports: Sequence[RuleReport]) -> tuple[RuleState, list[str]]:
+    """The state of a set of rules on one target, and the files where the set is not in place.
+
+    A set some of whose rules are applied and others not (one file reverted by hand) is partial;
+    rules that do not apply to the release do not count.
+    """
+    active = [report for report in reports if report.state != "not-applicable"]
+    states = [report.state for report in active]
+    state: RuleState = "refused" if "refused" in states else _combine(states)
+    files = sorted({
+        plan.relative for report in active if report.state != "applied" for plan in report.files if plan.state != "applied"
+    })
+    return state, files
 
 
 def _describe(report: RuleReport) -> str:

@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence
 import click
 
 from rlpatch import registry, transaction
-from rlpatch.engine import RuleReport, Session
+from rlpatch.engine import RuleReport, Session, set_state
 from rlpatch.errors import EXIT_OK, EXIT_REFUSED, InputError, RefusedError
 from rlpatch.patchrule import PatchRule, Target
 from rlpatch.targets import OPTION_OF, imported_target, target_for_root
@@ -101,12 +101,15 @@ def print_reports(reports: Sequence[RuleReport], targets: Sequence[Target], outp
     if output_format == "json":
         payload = {"targets": []}
         for target in targets:
+            state, not_applied = set_state([report for report in reports if report.target is target])
             payload["targets"].append(
                 {
                     "package": target.package,
                     "root": target.root,
                     "version": str(target.version) if target.version else None,
                     "rules": [report.as_json() for report in reports if report.target is target],
+                    "state": state,  # of the selected set on this tree
+                    "not_applied": not_applied,  # files where the set is not (wholly) in place
                 }
             )
         click.echo(json.dumps(payload, indent=2))
@@ -120,6 +123,8 @@ def print_reports(reports: Sequence[RuleReport], targets: Sequence[Target], outp
             click.echo(line + (f" {files}" if files else "") + (f"  [{extra}]" if extra else ""))
             if report.warning:
                 click.echo(f"    warning: {report.warning}")
+        state, not_applied = set_state([report for report in reports if report.target is target])
+        click.echo(f"  set: {state}" + (f"; not applied: {', '.join(not_applied)}" if not_applied else ""))
 
 
 def print_refusal(report: RuleReport) -> None:

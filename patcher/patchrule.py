@@ -62,11 +62,28 @@ class AnchorError(Exception):
 
 
 @dataclass(frozen=True)
+class KeywordHoist:
+    """Bind the value of the anchor's keyword argument `keyword` to a new local `name` first.
+
+    Some patches must know a value that upstream computes inline in a call (the request id that
+    `server.generate.remote(request_id=uuid4().hex, ...)` sends). Applied, the anchor's argument
+    reads `keyword=name` and `name = <the original expression>` stands right before the anchor;
+    stripped, the expression goes back into the argument byte for byte. The anchor must be a simple
+    statement holding exactly one such keyword argument, written on one line.
+    """
+
+    keyword: str
+    name: str
+
+
+@dataclass(frozen=True)
 class Insertion:
     """Insert `statements` into `block` right before or right after its statement `anchor`.
 
     `block` is the Module or IndentedBlock whose `.body` holds `anchor` (by identity). `label`
     names the site in messages ("FSDPEngine.forward_backward_batch: before the micro-batch loop").
+    With `hoist` (only `where="before"`), the hoisted assignment comes after `statements`, right
+    before the anchor, and the anchor's argument is replaced by the new name (see KeywordHoist).
     """
 
     block: Block
@@ -74,6 +91,7 @@ class Insertion:
     where: Literal["before", "after"]
     statements: tuple[cst.BaseStatement, ...]
     label: str
+    hoist: KeywordHoist | None = None
 
 
 @dataclass(frozen=True)
@@ -119,6 +137,14 @@ class PatchRule:
         """Files this rule creates in the tree."""
         return []
 
+    def anchor_text(self, path: str) -> str | None:
+        """Text every version of `path` holding this rule's anchor contains, or None.
+
+        For rules whose anchor moved between files across releases: a file without this text has
+        no anchor of the rule, and the engine skips parsing it (verify stays fast).
+        """
+        return None
+
 
 # ---------------------------------------------------------------------------------------------
 # Helpers for writing rules: locating anchors and building statements from templates.
@@ -130,7 +156,16 @@ def parse_statements(template: str, **substitutions: str) -> tuple[cst.BaseState
     code = textwrap.dedent(template).strip("\n") + "\n"
     for key, value in substitutions.items():
         code = code.replace("{{" + key + "}}", value)
-    return tuple(cst.parse_module(code).body)
+    return tuple(statement.visit(_UnindentedBlankLines()) for statement in cst.parse_module(code).body)
+
+
+class _UnindentedBlankLines(cst.CSTTransformer):
+    """Blank lines of a template stay empty wherever the statements land (no trailing indentation)."""
+
+    def leave_EmptyLine(self, original_node: cst.EmptyLine, updated_node: cst.EmptyLine) -> cst.EmptyLine:
+        if updated_node.comment is None and not updated_node.whitespace.value:
+            return updated_node.with_changes(indent=False)
+        return updated_node
 
 
 def blank_line_before(statements: Sequence[cst.BaseStatement]) -> tuple[cst.BaseStatement, ...]:
@@ -224,3 +259,49 @@ def body_of(node: cst.FunctionDef | cst.ClassDef | cst.BaseCompoundStatement) ->
     if not isinstance(body, cst.IndentedBlock):
         raise AnchorError(getattr(getattr(node, "name", None), "value", "statement"), "an indented body", "one line")
     return body
+
+
+def docstring_statement(function: cst.FunctionDef, where: str) -> tuple[cst.IndentedBlock, cst.BaseStatement]:
+    """The docstring statement of a function: the anchor for code inserted at the start of its body.
+
+    Inserting after the docstring keeps the docstring first, and the anchor stays the same on the
+    patched file (inserting before the first statement would make the inserted code the anchor).
+    """
+    body = body_of(function)
+    first = body.body[0] if body.body else None
+    if not (
+        isinstance(first, cst.SimpleStatementLine)
+        and len(first.body) == 1
+        and isinstance(first.body[0], cst.Expr)
+        and isinstance(first.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+    ):
+        raise AnchorError(where, "a docstring as the first statement of the function", "none")
+    return body, first
+
+
+def first_parameter(function: cst.FunctionDef, where: str) -> str:
+    """The name of the function's first positional parameter (the data the inserted code reads)."""
+    params = [*function.params.posonly_params, *function.params.params]
+    if not params:
+        raise AnchorError(where, "a first positional parameter", "no parameters")
+    return params[0].name.value
+
+
+def since_gate(target: Target, first: str, why: str) -> Gate:
+    """Not applicable on versions before `first` (with the reason `why`); unknown versions go by structure."""
+    if target.version is not None and target.version < first:
+        return Gate("not-applicable", f"verl {target.version_text}: {why}")
+    return Gate.ok()
+
+
+def at_function_start(module: cst.Module, path: str, name: str, template: str, **substitutions: str) -> list[Insertion]:
+    """Insert `template` at the start of the top-level function `name`, right after its docstring.
+
+    `{{first_parameter}}` in the template becomes the name of the function's first parameter (the
+    data the inserted code looks at), whatever upstream calls it.
+    """
+    function = find_function(module, name, path)
+    where = f"{path}: {name}"
+    block, anchor = docstring_statement(function, where)
+    statements = parse_statements(template, first_parameter=first_parameter(function, where), **substitutions)
+    return [Insertion(block, anchor, "after", statements, f"{where}: after the docstring")]

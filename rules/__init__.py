@@ -14,6 +14,12 @@ from types import ModuleType
 PATCH_RULE_MODULES: tuple[str, ...] = (
     "verl_engine_fsdp",
     "verl_engine_megatron",
+    "verl_prompts_only",
+    "verl_prompts_only_async",
+    "verl_debug_metrics",
+    "verl_rollout_corr",
+    "verl_request_id",
+    "verl_request_id_async",
 )
 
 LINT_RULE_MODULES: tuple[str, ...] = (

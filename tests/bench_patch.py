@@ -42,11 +42,16 @@ def main() -> int:
     workdir = Path(tempfile.mkdtemp(prefix="rlpatch-bench-"))
     try:
         tree = fresh_copy("verl", VERL, workdir / f"verl-{VERL}")
-        root = ["--verl-root", str(tree)]
+        root = ["--verl-root", str(tree), "--rules", "verl-engine-fsdp,verl-engine-megatron"]
         revert = lambda: subprocess.run([sys.executable, "-m", "rlpatch.cli", "revert", *root], check=True, capture_output=True)  # noqa: E731
         apply_s = median_of(lambda: rlpatch("apply", *root), before=revert)
         verify_s = median_of(lambda: rlpatch("verify", *root))
         status_cold_s = median_of(lambda: rlpatch("status", *root))
+        revert()
+        whole = ["--verl-root", str(tree), "--mode", "consistency"]
+        revert_whole = lambda: subprocess.run([sys.executable, "-m", "rlpatch.cli", "revert", *whole], check=True, capture_output=True)  # noqa: E731
+        apply_set_s = median_of(lambda: rlpatch("apply", *whole), before=revert_whole)
+        verify_set_s = median_of(lambda: rlpatch("verify", *whole))
         help_s = median_of(lambda: rlpatch("--help"))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -56,6 +61,8 @@ def main() -> int:
         ("apply (verl-engine-fsdp + verl-engine-megatron)", apply_s, 2.0),
         ("verify (applied tree)", verify_s, 0.5),
         ("status (applied tree)", status_cold_s, None),
+        ("apply --mode consistency (engine rules + 6 auxiliaries)", apply_set_s, None),
+        ("verify --mode consistency (applied tree)", verify_set_s, None),
         ("rlpatch --help", help_s, 0.3),
     ]
     for name, seconds, target in rows:

@@ -17,6 +17,9 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "fixtures"
 
+# The engine-worker rules (the engine tests look at these among every rule the CLI reports).
+ENGINE_RULES = ("verl-engine-fsdp", "verl-engine-megatron")
+
 # Every verl release that has the engine-worker files, and the newest, for the upstream tests.
 VERL_ENGINE_VERSIONS = ["0.6.0", "0.6.1", "0.7.0", "0.7.1", "0.8.0", "0.9.0", "0.9.1"]
 

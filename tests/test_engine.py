@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli, run_rlpatch, snapshot
+from conftest import ENGINE_RULES, run_cli, run_rlpatch, snapshot
 
 FSDP = "verl/workers/engine/fsdp/transformer_impl.py"
 MEGATRON = "verl/workers/engine/megatron/transformer_impl.py"
@@ -58,7 +58,7 @@ def test_verify_exit_codes_and_status(tree):
     status = run_cli("status", "--verl-root", str(tree), "--format", "json")
     assert status.exit_code == 0
     rules = json.loads(status.stdout)["targets"][0]["rules"]
-    assert {r["id"]: r["state"] for r in rules} == {"verl-engine-fsdp": "absent", "verl-engine-megatron": "absent"}
+    assert {r["id"]: r["state"] for r in rules if r["id"] in ENGINE_RULES} == {"verl-engine-fsdp": "absent", "verl-engine-megatron": "absent"}
 
 
 def test_json_contract(tree):
@@ -66,8 +66,9 @@ def test_json_contract(tree):
     payload = json.loads(result.stdout)
     target = payload["targets"][0]
     assert target["package"] == "verl" and target["version"] == "0.9.1" and target["root"] == str(tree)
-    assert [r["id"] for r in target["rules"]] == ["verl-engine-fsdp", "verl-engine-megatron"]
-    for rule in target["rules"]:
+    engine_rules = [r for r in target["rules"] if r["id"] in ENGINE_RULES]
+    assert [r["id"] for r in engine_rules] == ["verl-engine-fsdp", "verl-engine-megatron"]
+    for rule in engine_rules:
         assert set(rule) == {"id", "state", "files", "message"}
         assert rule["state"] == "applied"
     assert target["rules"][0]["files"] == [FSDP]
@@ -75,7 +76,7 @@ def test_json_contract(tree):
 
 def test_backend_and_rules_selection(tree):
     assert apply(tree, "--backend", "megatron").exit_code == 0
-    states = {r["id"]: r["state"] for r in json.loads(run_cli("status", "--verl-root", str(tree), "--format", "json").stdout)["targets"][0]["rules"]}
+    states = {r["id"]: r["state"] for r in json.loads(run_cli("status", "--verl-root", str(tree), "--format", "json").stdout)["targets"][0]["rules"] if r["id"] in ENGINE_RULES}
     assert states == {"verl-engine-fsdp": "absent", "verl-engine-megatron": "applied"}
     assert apply(tree, "--rules", "no-such-rule").exit_code == 2
 
@@ -245,7 +246,7 @@ def test_partial_set_is_reported_and_completed(tree):
     apply(tree)
     (tree / MEGATRON).write_bytes(pristine_megatron)  # one file reverted by hand
     status = json.loads(run_cli("status", "--verl-root", str(tree), "--format", "json").stdout)
-    states = {r["id"]: r["state"] for r in status["targets"][0]["rules"]}
+    states = {r["id"]: r["state"] for r in status["targets"][0]["rules"] if r["id"] in ENGINE_RULES}
     assert states == {"verl-engine-fsdp": "applied", "verl-engine-megatron": "absent"}
     assert apply(tree).exit_code == 0
     assert run_cli("verify", "--verl-root", str(tree)).exit_code == 0

@@ -1,0 +1,69 @@
+"""Skip verl's rollout-vs-actor debug metrics when there is nothing to compare (PROMPTS_ONLY=1).
+
+`calculate_debug_metrics` compares `rollout_log_probs` with `old_log_probs` over the response
+tokens. With PROMPTS_ONLY=1 the batch keeps zero response tokens, and the comparison would fail on
+empty tensors (or on missing keys) and stop the run. At the start of the function: when PROMPTS_ONLY
+is on, or `responses` / `old_log_probs` / `rollout_log_probs` is missing or has zero tokens, log a
+warning containing `skipping debug metrics` and return the metrics with zero values.
+
+Spec: patches.md section 4 (debug-metrics skip). Anchor: the docstring of the top-level function
+`calculate_debug_metrics` in `verl/utils/debug/metrics.py` (verl 0.6.0 to 0.9.1); the code goes right
+after it. The module has no `import os`: the inserted code imports it first thing in the function
+(bound before any use, so it cannot shadow a later use) and uses the module's `logger`.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+from libcst import matchers as m
+from rlpatch.patchrule import AnchorError, Insertion, at_function_start
+
+from ._verl_consistency import PROMPTS_ONLY_IS_ON, VerlConsistencyRule
+
+SKIP_METRICS = """
+import os
+
+if {{switch}} or not all(
+    key in {{first_parameter}}.batch.keys() and {{first_parameter}}.batch[key].size(-1) > 0
+    for key in ("responses", "old_log_probs", "rollout_log_probs")
+):
+    logger.warning("PROMPTS_ONLY is on or the batch has no response log-probs: skipping debug metrics")
+    return {
+        "training/rollout_probs_diff_valid": 0,
+        "training/rollout_probs_diff_max": 0.0,
+        "training/rollout_probs_diff_mean": 0.0,
+        "training/rollout_probs_diff_std": 0.0,
+        "training/rollout_actor_probs_pearson_corr": 0.0,
+    }
+"""
+
+VALID = [
+    '''
+import logging
+logger = logging.getLogger(__file__)
+
+def calculate_debug_metrics(data):
+    """Rollout vs actor log-prob diff."""
+    return {}
+''',
+]
+INVALID = [
+    VALID[0].replace('"""Rollout vs actor log-prob diff."""', "pass"),  # no docstring
+    VALID[0].replace("logger = logging.getLogger(__file__)", ""),  # no module logger for the warning
+]
+
+MODULE_LOGGER = m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(target=m.Name("logger"))])])
+
+
+class VerlDebugMetrics(VerlConsistencyRule):
+    """calculate_debug_metrics returns zero metrics instead of failing when PROMPTS_ONLY=1."""
+
+    id = "verl-debug-metrics"
+    files = ("verl/utils/debug/metrics.py",)
+    versions = "0.7.0+ (anchor also in 0.6.x)"
+    markers = ("PROMPTS_ONLY",)
+
+    def insertions(self, path: str, module: cst.Module) -> list[Insertion]:
+        if not any(m.matches(statement, MODULE_LOGGER) for statement in module.body):
+            raise AnchorError(path, "a module-level `logger = ...` for the warning", "none")
+        return at_function_start(module, path, "calculate_debug_metrics", SKIP_METRICS, switch=PROMPTS_ONLY_IS_ON)

@@ -1,0 +1,53 @@
+"""PROMPTS_ONLY=1: the trainer recomputes log-probs on the prompts only (hybrid trainer).
+
+Training/inference consistency is compared on the prefill: msprobe dumps the inference engine's
+prefill step and the training engine's forward, and the two are only the same computation when the
+training forward sees the prompt tokens alone. With `PROMPTS_ONLY` set, `RayPPOTrainer.fit` cuts the
+response part off `input_ids`, `attention_mask` and `position_ids` (2-D, or 3-D for mrope: the
+sequence is the last dim) and leaves `responses`, `rollout_log_probs` and `response_mask` with zero
+tokens, right before the trainer decides between bypass mode and recomputing `old_log_probs`.
+
+Spec: patches.md section 4 (prompts-only, hybrid). Anchor: in `RayPPOTrainer.fit`, the single
+`if bypass_recomputing_logprobs:` statement (verl 0.6.1 to 0.9.1); the code goes right before it.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+from libcst import matchers as m
+from rlpatch.patchrule import Insertion, exactly_one, find_class, find_method, find_statements
+
+from ._verl_consistency import VerlConsistencyRule, trim_to_prompts
+
+# Cases the anchor must accept and refuse (tests/test_patch_rule_cases.py runs them).
+VALID = [
+    """
+class RayPPOTrainer:
+    def fit(self):
+        for batch in data:
+            bypass_recomputing_logprobs = False
+            if bypass_recomputing_logprobs:
+                pass
+""",
+]
+INVALID = [VALID[0].replace("if bypass_recomputing_logprobs:", "if bypass:")]  # anchor renamed
+
+
+class VerlPromptsOnly(VerlConsistencyRule):
+    """PROMPTS_ONLY=1 trims the batch to its prompts before log-probs are recomputed (RayPPOTrainer.fit)."""
+
+    id = "verl-prompts-only"
+    files = ("verl/trainer/ppo/ray_trainer.py",)
+    versions = "0.7.0+ (anchor checked 0.7.0 to 0.9.1)"
+    markers = ("compute_prompts_only", "responses_len")
+
+    def insertions(self, path: str, module: cst.Module) -> list[Insertion]:
+        fit = find_method(find_class(module, "RayPPOTrainer", path), "fit", path)
+        where = f"{path}: RayPPOTrainer.fit"
+        block, anchor = exactly_one(
+            find_statements(fit, m.If(test=m.Name("bypass_recomputing_logprobs"))),
+            where,
+            "`if bypass_recomputing_logprobs:` statement",
+        )
+        label = f"{where}: before `if bypass_recomputing_logprobs:`"
+        return [Insertion(block, anchor, "before", trim_to_prompts("batch"), label)]

@@ -1,0 +1,79 @@
+"""PROMPTS_ONLY=1 for the fully-async trainer: trim each batch taken from the queue to its prompts.
+
+The fully-async trainer (`FullyAsyncTrainer`, verl 0.8.0+) does not go through `RayPPOTrainer.fit`'s
+anchor: it takes finished rollouts from the message queue in `_fit_generate`. The same trimming as
+`verl-prompts-only` runs there, right after the samples are taken and before the rollout temperature
+is stored in `batch.meta_info`, and only when the batch has `responses`.
+
+Spec: patches.md section 4 (prompts-only, fully async). Anchor: in `FullyAsyncTrainer._fit_generate`,
+the single `batch.meta_info["temperature"] = ...` assignment; the code goes right before it.
+The file does not exist before verl 0.8.0 (the policy lived in `recipe/`, outside the wheel).
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+from libcst import matchers as m
+from rlpatch.patchrule import Insertion, exactly_one, find_class, find_method, find_statements
+
+from ._verl_consistency import VerlConsistencyRule, trim_to_prompts
+
+# `<name>.meta_info["temperature"] = ...`: the batch is whatever name the anchor stores into.
+TEMPERATURE_STORE = m.SimpleStatementLine(
+    body=[
+        m.Assign(
+            targets=[
+                m.AssignTarget(
+                    target=m.Subscript(
+                        value=m.Attribute(value=m.Name(), attr=m.Name("meta_info")),
+                        slice=[m.SubscriptElement(slice=m.Index(value=m.SimpleString(m.MatchIfTrue(
+                            lambda text: text.strip("'\"") == "temperature"
+                        ))))],
+                    )
+                )
+            ]
+        )
+    ]
+)
+
+VALID = [
+    """
+class FullyAsyncTrainer:
+    async def _fit_generate(self, batch=None):
+        epoch, batch = await self._get_samples_from_queue()
+        batch.meta_info["temperature"] = 1.0
+        return batch
+""",
+]
+INVALID = [VALID[0].replace('batch.meta_info["temperature"] = 1.0', "pass")]  # no anchor
+
+
+class VerlPromptsOnlyAsync(VerlConsistencyRule):
+    """PROMPTS_ONLY=1 trims each fully-async batch to its prompts (FullyAsyncTrainer._fit_generate)."""
+
+    id = "verl-prompts-only-async"
+    files = ("verl/experimental/fully_async_policy/fully_async_trainer.py",)
+    versions = "0.8.0+ (anchor checked 0.8.0 to 0.9.1)"
+    markers = ("compute_prompts_only", "responses_len")
+    since = "0.8.0"
+    before_since = "no fully-async trainer in this release (FullyAsyncTrainer ships from 0.8.0)"
+
+    def insertions(self, path: str, module: cst.Module) -> list[Insertion]:
+        method = find_method(find_class(module, "FullyAsyncTrainer", path), "_fit_generate", path)
+        where = f"{path}: FullyAsyncTrainer._fit_generate"
+        block, anchor = exactly_one(
+            find_statements(method, TEMPERATURE_STORE), where, '`batch.meta_info["temperature"] = ...` statement'
+        )
+        batch = _stored_batch_name(anchor)
+        label = f'{where}: before `{batch}.meta_info["temperature"] = ...`'
+        return [Insertion(block, anchor, "before", trim_to_prompts(batch), label)]
+
+
+def _stored_batch_name(anchor: cst.BaseStatement) -> str:
+    assert isinstance(anchor, cst.SimpleStatementLine)
+    assign = anchor.body[0]
+    assert isinstance(assign, cst.Assign)
+    target = assign.targets[0].target
+    assert isinstance(target, cst.Subscript) and isinstance(target.value, cst.Attribute)
+    assert isinstance(target.value.value, cst.Name)
+    return target.value.value.value

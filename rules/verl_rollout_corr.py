@@ -1,0 +1,50 @@
+"""Skip rollout correction when PROMPTS_ONLY=1: there are no response tokens left to correct.
+
+`compute_rollout_correction_and_add_to_batch` computes importance weights and rejection masks over
+the response tokens from `rollout_log_probs` and `old_log_probs`. With PROMPTS_ONLY=1 both have zero
+tokens, so at the start of the function the batch is returned unchanged with no metrics:
+`return batch, {}`.
+
+Spec: patches.md section 4 (rollout-correction skip). Anchor: the docstring of the top-level function
+`compute_rollout_correction_and_add_to_batch` in `verl/trainer/ppo/rollout_corr_helper.py` (verl
+0.6.1 to 0.9.1); the code goes right after it. The module has no `import os`: the inserted code
+imports it first thing in the function.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+from rlpatch.patchrule import Insertion, at_function_start
+
+from ._verl_consistency import PROMPTS_ONLY_IS_ON, VerlConsistencyRule
+
+SKIP_CORRECTION = """
+import os
+
+if {{switch}}:
+    # PROMPTS_ONLY: the batch holds prompts only; nothing to weight or reject.
+    return {{first_parameter}}, {}
+"""
+
+VALID = [
+    '''
+def compute_rollout_correction_and_add_to_batch(batch, rollout_corr_config):
+    """Compute rollout correction weights."""
+    return batch, {"rollout_corr/x": 1.0}
+''',
+]
+INVALID = [VALID[0].replace("compute_rollout_correction_and_add_to_batch", "compute_rollout_correction")]
+
+
+class VerlRolloutCorr(VerlConsistencyRule):
+    """compute_rollout_correction_and_add_to_batch returns the batch untouched when PROMPTS_ONLY=1."""
+
+    id = "verl-rollout-corr"
+    files = ("verl/trainer/ppo/rollout_corr_helper.py",)
+    versions = "0.7.0+ (anchor also in 0.6.1)"
+    markers = ("PROMPTS_ONLY",)
+
+    def insertions(self, path: str, module: cst.Module) -> list[Insertion]:
+        return at_function_start(
+            module, path, "compute_rollout_correction_and_add_to_batch", SKIP_CORRECTION, switch=PROMPTS_ONLY_IS_ON
+        )
