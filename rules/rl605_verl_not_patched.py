@@ -46,8 +46,8 @@ class VerlNotPatched(LintRule):
                        severity="info", code="RL002")
         if error:
             return
-        for report in reports:
-            if report["state"] not in ("applied", "not-applicable"):
-                ctx.report(f"consistency run, but rlpatch verify says {report['id']} is {report['state']} in the "
-                           f"target verl ({report['message']}): the training side dumps nothing; run rlpatch apply",
-                           at=ctx.run.entry_span)
+        missing = [f"{r['id']} ({r['state']})" for r in reports if r["state"] not in ("applied", "not-applicable")]
+        if missing:
+            ctx.report(f"consistency run, but rlpatch verify finds {len(missing)} consistency patch rule(s) not in "
+                       f"place in the target verl: {', '.join(missing)}; the dumps will not line up: run "
+                       "rlpatch apply --mode consistency", at=ctx.run.entry_span)

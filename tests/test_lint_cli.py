@@ -30,9 +30,6 @@ def repo(tmp_path: Path) -> Path:
     (tmp_path / "scripts").mkdir()
     (tmp_path / "scripts" / "bad.sh").write_text(BAD)
     (tmp_path / "scripts" / "clean.sh").write_text("python3 -m verl.trainer.main_ppo trainer.nnodes=1\n")
-    # RL3xx needs a verl tree; without one it adds its one-line "skipped" note (RL002) to every file.
-    # These tests are about the front end and reporters, so the family stays out of the way.
-    (tmp_path / "pyproject.toml").write_text('[tool.rlpatch]\nignore = ["RL3"]\n')
     return tmp_path
 
 

@@ -15,14 +15,8 @@ A = "actor_rollout_ref.actor."
 RO = "actor_rollout_ref.rollout."
 
 
-# RL3xx checks overrides against a verl tree's config; these fixtures are linted without one, where
-# the family only adds its one-line "skipped" note (RL002). It is tested against real verl configs
-# in test_schema_upstream.py.
-WITHOUT_SCHEMA = ["RL3"]
-
-
 def lint_codes(directory: Path, script: str, **options) -> list[str]:
-    result = lint_path(str(directory / script), LintOptions(**options), select_rules(None, WITHOUT_SCHEMA))
+    result = lint_path(str(directory / script), LintOptions(**options), select_rules(None, None))
     assert result.error is None, result.error
     return sorted({f.code for f in result.findings})
 
@@ -36,7 +30,7 @@ def workdir(tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize("script", ["fsdp_vllm.sh", "megatron_vllm.sh"])
 def test_consistency_script_is_clean(workdir: Path, script: str) -> None:
-    result = lint_path(str(workdir / script), LintOptions(), select_rules(None, WITHOUT_SCHEMA))
+    result = lint_path(str(workdir / script), LintOptions(), select_rules(None, None))
     assert result.findings == [], [(f.code, f.message) for f in result.findings]
     assert [run.mode for run in result.runs] == ["consistency"]
 

@@ -75,14 +75,22 @@ def lint_in_fresh_process(args: list[str], env: dict[str, str], cwd: Path | None
     return output, [name for name in modules.strip().split(",") if name]
 
 
-def test_schema_family_skipped_without_verl_imports_no_hydra(tmp_path: Path) -> None:
-    """No verl anywhere: one info line, and the lint process never imports Hydra or libcst."""
+def test_schema_family_without_verl_is_silent_and_imports_no_hydra(tmp_path: Path) -> None:
+    """No verl anywhere and none named: no finding, and the lint process never imports Hydra or libcst.
+    Named but unusable (a --verl-root without verl): the one-line "skipped" note."""
     if probe_here(("verl",))["verl"].found:
         return  # this interpreter has verl: the family runs (covered by the tests below)
     script = tmp_path / "run.sh"
     script.write_text(f"{ENTRY} data.train_files=~/x\n")
-    output, modules = lint_in_fresh_process(["lint", "--format", "json", "--exit-zero", "--select", "RL3",
-                                             str(script)], {}, tmp_path)
+    args = ["lint", "--format", "json", "--exit-zero", "--select", "RL3", str(script)]
+    output, modules = lint_in_fresh_process(args, {}, tmp_path)
+    assert json.loads(output) == []
+    assert modules == []
+    bare = tmp_path / "bare" / "verl"  # a verl package without its trainer/config directory
+    (bare / "version").mkdir(parents=True)
+    (bare / "__init__.py").write_text("")
+    (bare / "version" / "version").write_text("0.9.1\n")
+    output, modules = lint_in_fresh_process([*args, "--verl-root", str(bare.parent)], {}, tmp_path)
     findings = json.loads(output)
     assert [(f["code"], f["severity"]) for f in findings] == [("RL002", "info")]
     assert "RL301-RL306 skipped" in findings[0]["message"]

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import os
 
+from rlpatch.envprobe import probe_here
 from rlpatch.hydra_schema import OverrideRecord, SchemaResult, lint_overrides
 from rlpatch.lint.model import Run
-from rlpatch.lintrule import LintContext
+from rlpatch.lintrule import LintContext, LintOptions
 
 _ATTRIBUTE = "_rlpatch_schema_result"
 
@@ -42,6 +43,15 @@ def _compute(ctx: LintContext) -> SchemaResult:
     )
 
 
+def _target_named(options: LintOptions) -> bool:
+    """The "skipped" note is for a user who named a verl (or whose verl is found) and still gets no
+    schema check (no hydra-core, no config dir). Without any verl and without a target option the
+    family stays silent, like RL5xx/RL6xx: a pre-commit hook on a laptop without verl would
+    otherwise print the same note for every script."""
+    return bool(options.verl_root or options.extra.get("python") or options.extra.get("verl_version_given")
+                or probe_here(("verl",))["verl"].found)
+
+
 def _known_overrides(run: Run) -> list:
     """Overrides whose whole text is known: an unknown value is RL002's, never a grammar error."""
     return [o for o in run.overrides if o.value_known]
@@ -50,7 +60,7 @@ def _known_overrides(run: Run) -> list:
 def report(ctx: LintContext, code: str) -> None:
     """Report this rule's problems; the one-line "skipped" note when the family cannot run."""
     result = schema_result(ctx)
-    if result.skipped:
+    if result.skipped and _target_named(ctx.options):
         ctx.report(result.skipped, at=ctx.run.entry_span, severity="info", code="RL002")
     overrides = _known_overrides(ctx.run)
     for problem in result.problems:
