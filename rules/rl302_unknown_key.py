@@ -23,6 +23,8 @@ class UnknownConfigKey(LintRule):
     summary = "plain override of a key the verl config does not have"
 
     VALID = (
+        Case("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm trainer.nnodes=$SLURM_NNODES\n",
+             options=_OPTIONS),
         Case("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm trainer.nnodes=2 \\\n"
              "    +actor_rollout_ref.rollout.engine_kwargs.sglang.attention_backend=triton\n", options=_OPTIONS),
     )
@@ -32,6 +34,9 @@ class UnknownConfigKey(LintRule):
         Case("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=sglang \\\n"
              "    actor_rollout_ref.rollout.engine_kwargs.sglang.attention_backend=triton\n", options=_OPTIONS, expect=[(2, 5)]),
         Case("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm model_engine=megatrom\n", options=_OPTIONS, expect=[(1, 83)]),
+        # the value is only known on the cluster, the misspelt key is wrong everywhere
+        Case("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm \\\n"
+             "    trainer.n_gpu_per_node=$(nproc)\n", options=_OPTIONS, expect=[(2, 5)]),
     )
 
     def check(self, ctx: LintContext) -> None:

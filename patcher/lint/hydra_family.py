@@ -12,7 +12,7 @@ import os
 
 from rlpatch.envprobe import probe_here
 from rlpatch.hydra_schema import OverrideRecord, SchemaResult, lint_overrides
-from rlpatch.lint.model import Run
+from rlpatch.lint.model import Override
 from rlpatch.lintrule import LintContext, LintOptions
 
 _ATTRIBUTE = "_rlpatch_schema_result"
@@ -30,7 +30,7 @@ def schema_result(ctx: LintContext) -> SchemaResult:
 
 def _compute(ctx: LintContext) -> SchemaResult:
     run = ctx.run
-    records = [OverrideRecord(o.text, o.prefix, o.key, o.value) for o in _known_overrides(run)]
+    records = [_record(o) for o in run.overrides]
     options = ctx.options
     return lint_overrides(
         records,
@@ -52,9 +52,22 @@ def _target_named(options: LintOptions) -> bool:
                 or probe_here(("verl",))["verl"].found)
 
 
-def _known_overrides(run: Run) -> list:
-    """Overrides whose whole text is known: an unknown value is RL002's, never a grammar error."""
-    return [o for o in run.overrides if o.value_known]
+# A value the script computes at run time (`trainer.nnodes=$SLURM_NNODES`) is unknown, but its key is
+# not: the key is still checked (RL302/RL304) with a placeholder value standing in for the real one.
+_PLACEHOLDER = "0"
+_KEY_ONLY_CODES = ("RL302", "RL304")
+
+
+def _record(override: Override) -> OverrideRecord:
+    if override.value_known:
+        return OverrideRecord(override.text, override.prefix, override.key, override.value)
+    text = f"{override.prefix}{override.key}" + ("" if override.prefix == "~" else f"={_PLACEHOLDER}")
+    return OverrideRecord(text, override.prefix, override.key, None if override.prefix == "~" else _PLACEHOLDER)
+
+
+def _decidable(override: Override, code: str) -> bool:
+    """Grammar, `+` and value rules need the real value; key existence does not."""
+    return override.value_known or code in _KEY_ONLY_CODES
 
 
 def report(ctx: LintContext, code: str) -> None:
@@ -62,7 +75,7 @@ def report(ctx: LintContext, code: str) -> None:
     result = schema_result(ctx)
     if result.skipped and _target_named(ctx.options):
         ctx.report(result.skipped, at=ctx.run.entry_span, severity="info", code="RL002")
-    overrides = _known_overrides(ctx.run)
+    overrides = ctx.run.overrides
     for problem in result.problems:
         if problem.code != code:
             continue
@@ -70,8 +83,13 @@ def report(ctx: LintContext, code: str) -> None:
             ctx.report(problem.message, at=ctx.run.entry_span)
             continue
         override = overrides[problem.index]
+        if not _decidable(override, code):
+            continue
+        message = problem.message
+        if not override.value_known:  # say "key=..." rather than show the placeholder
+            message = message.replace(_record(override).text, f"{override.prefix}{override.key}=...")
         at = override.arg.sub_span(problem.start, max(problem.end, problem.start + 1))
-        ctx.report(problem.message, at=at, related=override.related())
+        ctx.report(message, at=at, related=override.related())
 
 
 def case_options(**more: object) -> dict[str, object]:
