@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import pkgutil
 
@@ -53,3 +54,26 @@ def test_registry_lists_every_lint_module_once() -> None:
     for name in rules.LINT_RULE_MODULES:
         module = importlib.import_module(f"rlpatch.rules.{name}")
         assert module.__doc__ and module.__doc__.startswith(name[:5].upper()), name
+
+
+MODES = ("training", "inference", "consistency", "none")
+MODE_CASES = [
+    pytest.param(cls, mode, id=f"{cls.code}-{mode}")
+    for cls in rule_classes() if cls.INVALID and not cls.code.startswith("RL0")
+    for mode in MODES
+]
+
+
+@pytest.mark.parametrize("rule_cls,mode", MODE_CASES)
+def test_rule_fires_exactly_in_its_modes(rule_cls: type[LintRule], mode: str) -> None:
+    """The first INVALID case, with the mode forced (`--mode`): it triggers in every mode the rule
+    covers, at the same positions, and is a near-miss in every other mode."""
+    case = rule_cls.INVALID[0]
+    forced = dataclasses.replace(case, options={**case.options, "mode": mode})
+    findings = lint_case(rule_cls, forced)
+    if mode in rule_cls.modes:
+        assert findings, f"{rule_cls.code} silent in mode {mode}"
+        if case.expect is not None:
+            assert sorted((f.span.line, f.span.column) for f in findings) == sorted(case.expect)
+    else:
+        assert findings == [], f"{rule_cls.code} fired in mode {mode}, which it does not cover"

@@ -165,3 +165,39 @@ def test_launchers() -> None:
 def test_heredoc_body_is_not_a_command() -> None:
     run = runs_of("heredoc.sh")[0]
     assert [o.text for o in run.overrides] == ["trainer.nnodes=1"]
+
+
+def test_config_file_values_under_overrides() -> None:
+    run = runs_of("config_file.sh")[0]
+    assert (run.config_dir, run.config_name) == ("config", "my_trainer")
+    per_node = run.setting("trainer.n_gpus_per_node")
+    assert (per_node.value, per_node.source, os.path.basename(per_node.span.file), per_node.span.line) == (
+        "4", "config", "my_trainer.yaml", 5)
+    assert run.setting("trainer.nnodes").value == "1"  # the command line wins over the file
+    assert run.rollout_backend == "sglang"
+    assert run.world_size() == 4
+    assert run.env_reaches_workers() is True
+
+
+def test_argument_count_is_unknown_without_args() -> None:
+    """`if [ "$#" -lt 2 ]; then exit 1; fi` (verl's SFT scripts): without `-- args` both paths are plausible."""
+    run = runs_of("usage_check.sh")[0]
+    assert run.launch.entry == "verl.trainer.fsdp_sft_trainer"
+    assert [o.text for o in run.overrides] == ["trainer.default_local_dir=$2"]
+    with_args = runs_of("usage_check.sh", args=["8", "/ckpt", "trainer.nnodes=1"])[0]
+    assert [o.text for o in with_args.overrides] == ["trainer.default_local_dir=/ckpt", "trainer.nnodes=1"]
+    assert runs_of("usage_check.sh", args=["8"]) == []
+
+
+def test_followed_file_relative_to_an_upper_folder(tmp_path: Path) -> None:
+    """verl's scripts run `bash tests/special_e2e/x.sh` from the repository top, not from their own folder."""
+    (tmp_path / "tests" / "e2e").mkdir(parents=True)
+    (tmp_path / "tests" / "e2e" / "inner.sh").write_text('python3 -m verl.trainer.main_ppo "$@"\n')
+    (tmp_path / "tests" / "e2e" / "all.sh").write_text("NUM_GPUS=8 bash tests/e2e/inner.sh trainer.nnodes=1\n")
+    (tmp_path / "recipe").mkdir()
+    (tmp_path / "recipe" / "run.sh").write_text("cd recipe/gkd\npython3 -m main_gkd trainer.nnodes=2\n")
+    result = lint_path(str(tmp_path / "tests" / "e2e" / "all.sh"), LintOptions(), [])
+    assert [(o.text, o.span.line) for o in result.runs[0].overrides] == [("trainer.nnodes=1", 1)]
+    assert result.runs[0].env["NUM_GPUS"].text == "8"
+    recipe = lint_path(str(tmp_path / "recipe" / "run.sh"), LintOptions(), [])
+    assert recipe.runs[0].launch.entry == "main_gkd"

@@ -42,7 +42,12 @@ def render_text(obj: dict) -> str:
     for key, size in obj["sizes"].items():
         where = f"line {size['line']}" if size["line"] else size["source"]
         lines.append(f"    {key} = {size['value'] if size['value'] is not None else '<unknown>'}  ({where})")
+    reach = {True: "exported env reaches the Ray workers (one node)",
+             False: "exported env does NOT reach Ray workers on other nodes: use the Ray runtime env",
+             None: "unknown whether exported env reaches the Ray workers (node count unknown)"}
     lines.append("  env:" if obj["env"] else "  env: (none exported)")
+    if obj["env"]:
+        lines.append(f"    ({reach[obj['env_reaches_ray_workers']]})")
     for name, value in obj["env"].items():
         source = obj["env_sources"][name]
         lines.append(f"    {name}={value if value is not None else '<unknown>'}  ({source['how']}, "

@@ -251,10 +251,11 @@ class Run:
 
     # ---- settings -------------------------------------------------------------------------------
     def last_override(self, key: str) -> Override | None:
-        for override in reversed(self.overrides):
-            if override.key == key:
-                return override
-        return None
+        count, index = self.__dict__.get("_last_index", (-1, {}))
+        if count != len(self.overrides):
+            index = {o.key: o for o in self.overrides}  # later overrides win, as in Hydra
+            self.__dict__["_last_index"] = (len(self.overrides), index)
+        return index.get(key)
 
     def setting(self, key: str) -> Setting:
         override = self.last_override(key)
@@ -359,6 +360,14 @@ class Run:
             product *= divisor  # type: ignore[operator]
         return (world // product if world % product == 0 else None), used
 
+    def env_reaches_workers(self) -> bool | None:
+        """Whether env exported by the launching shell reaches every Ray worker (single node, no
+        `ray job submit`); None when the node count is unknown."""
+        if self.launch.ray_submit:
+            return False
+        nodes = self.setting("trainer.nnodes").as_int()
+        return None if nodes is None else nodes <= 1
+
     SIZE_KEYS = (
         "trainer.n_gpus_per_node", "trainer.nnodes",
         f"{ROLLOUT}.tensor_model_parallel_size", f"{ROLLOUT}.data_parallel_size",
@@ -404,6 +413,7 @@ class Run:
             "env_sources": {name: {"how": var.how, "file": var.span.file, "line": var.span.line}
                             for name, var in sorted(self.env.items())},
             "ray_submit": self.launch.ray_submit,
+            "env_reaches_ray_workers": self.env_reaches_workers(),
             "unknown": [{"what": u.what, "file": u.span.file, "line": u.span.line, "column": u.span.column}
                         for u in self.unknown],
         }

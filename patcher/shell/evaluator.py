@@ -140,6 +140,7 @@ class Shell:
         self.parsed = parsed
         self.variables = variables
         self.positional_words = positional
+        self.args_known = True  # False for a top-level script linted without `-- args`: $# is unknown
         self.functions: dict[str, tuple["Shell", object]] = {}
         self.depth = depth
         self.expander = Expander(source, self)
@@ -154,6 +155,9 @@ class Shell:
 
     def positional(self) -> list[Word]:
         return self.positional_words
+
+    def positional_known(self) -> bool:
+        return self.args_known
 
     def command_substitution(self, text: str, span: Span) -> Word | None:
         directory = os.path.dirname(self.source.path) or "."
@@ -361,6 +365,10 @@ class Shell:
         left = self.run_node(children[0])
         operator = self.text(children[1]) if len(children) > 2 else ";"
         right = children[-1]
+        if left is None and not _is_test(children[0]):
+            # `cd dir && python3 ...`, `mkdir -p x || true`: an ordinary command is assumed to
+            # succeed; only tests (`[ -z "$X" ] && X=1`) are real alternatives worth a second path.
+            left = True
         if operator == "&&":
             return self.run_node(right) if self.decide(left) else False
         if operator == "||":
@@ -534,6 +542,8 @@ class Shell:
         if name == "set" and len(argv) > 1 and argv[1].text == "--":
             self.positional_words = [arg.word for arg in argv[2:]]
             return True
+        if name == "set" and len(argv) > 1 and argv[1].text == "--":
+            self.args_known = True
         if name == "shift":
             count = int(argv[1].text) if len(argv) > 1 and (argv[1].text or "").isdigit() else 1
             self.positional_words = self.positional_words[count:]
@@ -560,8 +570,9 @@ class Shell:
         owner, body = self.functions[name]
         if self.depth > MAX_INCLUDE_DEPTH * 4:
             return None
-        saved = self.positional_words
+        saved, saved_known = self.positional_words, self.args_known
         self.positional_words = [arg.word for arg in args]
+        self.args_known = True
         self.depth += 1
         try:
             if owner is self:
@@ -572,7 +583,7 @@ class Shell:
             return None
         finally:
             self.depth -= 1
-            self.positional_words = saved
+            self.positional_words, self.args_known = saved, saved_known
 
     def include(self, args: list[Arg], node, same_shell: bool, prefix: dict[str, Value] | None = None) -> None:
         """`source FILE args` / `bash FILE args`: evaluate FILE when it exists, else note it."""
@@ -601,6 +612,7 @@ class Shell:
         if same_shell:
             shell = Shell(self.run, source, parsed, self.variables, positional, self.depth + 1)
             shell.functions = self.functions
+            shell.args_known = self.args_known or len(rest) > 1
         else:
             env = {name: value.copy() for name, value in self.launch_env(prefix or {}).items()}
             shell = Shell(self.run, source, parsed, env, positional, self.depth + 1)
@@ -613,6 +625,21 @@ class Shell:
             self.run.stack.pop()
         if same_shell:
             self.functions.update(shell.functions)
+
+
+def _is_test(node) -> bool:
+    """A condition whose outcome decides the branch: `[ ]`, `[[ ]]`, `(( ))`, `test`, `! ...`, or a list of them."""
+    kind = node.type
+    if kind in ("test_command", "negated_command"):
+        return True
+    if kind == "compound_statement":
+        return bool(node.child_count) and node.children[0].type == "(("
+    if kind == "list":
+        return any(_is_test(child) for child in node.named_children)
+    if kind == "command":
+        name = node.child_by_field_name("name")
+        return name is not None and name.text in (b"test", b"[", b"[[")
+    return False
 
 
 def _compare(op: str, a: str, b: str, double: bool) -> bool | None:
@@ -683,12 +710,21 @@ class Evaluator:
         self.cache: dict[str, tuple[SourceFile, ParsedScript] | None] = {}
 
     def resolve(self, target: str, from_file: str) -> str | None:
-        candidates = [target] if os.path.isabs(target) else [
-            os.path.normpath(os.path.join(os.path.dirname(from_file), target)), os.path.normpath(target)]
-        for candidate in candidates:
+        """The file `bash/source TARGET` runs: relative to the script's folder, then to each folder
+        above it (verl's scripts are run from the repository top: `bash tests/special_e2e/...`),
+        then to the current directory."""
+        if os.path.isabs(target):
+            return target if os.path.isfile(target) else None
+        directory = os.path.dirname(from_file) or "."
+        for _ in range(12):
+            candidate = os.path.normpath(os.path.join(directory, target))
             if os.path.isfile(candidate):
                 return candidate
-        return None
+            parent = os.path.dirname(os.path.abspath(directory))
+            if parent == os.path.abspath(directory):
+                break
+            directory = os.path.relpath(parent) if not os.path.isabs(from_file) else parent
+        return os.path.normpath(target) if os.path.isfile(target) else None
 
     def load(self, path: str) -> tuple[SourceFile, ParsedScript] | None:
         if path not in self.cache:
@@ -707,6 +743,7 @@ class Evaluator:
             chooser = Chooser(plan)
             run = PathRun(self, chooser)
             shell = Shell(run, source, parsed, self.initial_variables(source), self.initial_args(source), 0)
+            shell.args_known = bool(self.options.args)
             run.stack.append(source.path)
             try:
                 shell.run_node(parsed.tree.root_node)

@@ -21,7 +21,11 @@ if TYPE_CHECKING:
 
 # verl's trainers and recipes: verl.trainer.main_ppo, verl.trainer.main_generation_server,
 # recipe.dapo.main_dapo, verl.experimental.fully_async_policy.fully_async_main, ...
-ENTRY_MODULE_RE = re.compile(r"(?:verl|recipe|examples)(?:\.[A-Za-z_][A-Za-z0-9_]*)*\.(?:main\w*|\w*_main|\w*trainer\w*)")
+ENTRY_MODULE_RE = re.compile(
+    r"(?:verl|recipe|examples)(?:\.[A-Za-z_][A-Za-z0-9_]*)*\.(?:main\w*|\w*_main|\w*trainer\w*)"
+    # a recipe's entry run from its own folder: `cd recipe/gkd && python3 -m main_gkd`
+    r"|(?:[A-Za-z_][A-Za-z0-9_]*\.)*(?:main_\w+|\w+_main)"
+)
 ENTRY_SCRIPT_RE = re.compile(r"(?:^|/)(?:verl|recipe)/(?:[\w.-]+/)*(?:main\w*|\w*_main)\.py")
 
 

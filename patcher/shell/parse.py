@@ -15,7 +15,7 @@ from rlpatch.shell.source import SourceFile
 
 
 @lru_cache(maxsize=1)
-def _language():
+def language():
     import tree_sitter_bash
     from tree_sitter import Language
 
@@ -27,7 +27,7 @@ def _parser():
     # external scanner (found by the fuzz tests); creating one costs microseconds.
     from tree_sitter import Parser
 
-    return Parser(_language())
+    return Parser(language())
 
 
 @dataclass

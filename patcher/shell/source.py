@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import bisect
 import os
-from dataclasses import dataclass
 from functools import cached_property
+from typing import NamedTuple
 
 from rlpatch.errors import InputError
 
@@ -19,9 +19,11 @@ from rlpatch.errors import InputError
 MAX_SCRIPT_BYTES = 2 * 1024 * 1024
 
 
-@dataclass(frozen=True, order=True)
-class Span:
-    """A range in one file: 1-based line and character column, end exclusive."""
+class Span(NamedTuple):
+    """A range in one file: 1-based line and character column, end exclusive.
+
+    A NamedTuple (not a dataclass): spans are created by the hundred thousand on big scripts.
+    """
 
     file: str
     line: int
@@ -42,6 +44,8 @@ class SourceFile:
     def __init__(self, path: str, text: str) -> None:
         self.path = path
         self.text = text
+        self._spans: dict[tuple[int, int], Span] = {}
+        self.cache: dict = {}  # per-file memo for the evaluator (scope-independent word expansions)
         self._line_starts = [0]
         find = text.find
         pos = find("\n")
@@ -106,9 +110,13 @@ class SourceFile:
         return line + 1, offset - self._line_starts[line] + 1
 
     def span(self, start: int, end: int) -> Span:
-        line, column = self.line_col(start)
-        end_line, end_column = self.line_col(max(end, start))
-        return Span(self.path, line, column, end_line, end_column)
+        key = (start, end)
+        span = self._spans.get(key)
+        if span is None:
+            line, column = self.line_col(start)
+            end_line, end_column = self.line_col(max(end, start))
+            span = self._spans[key] = Span(self.path, line, column, end_line, end_column)
+        return span
 
     def line_text(self, line: int) -> str:
         start = self._line_starts[line - 1]

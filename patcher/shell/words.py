@@ -14,14 +14,12 @@ script, or the assignment that supplied a variable's value) and `via`, where the
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
-from typing import Callable, Protocol, Sequence
+from typing import Callable, NamedTuple, Protocol, Sequence
 
 from rlpatch.shell.source import SourceFile, Span
 
 
-@dataclass(frozen=True)
-class Piece:
+class Piece(NamedTuple):
     """A run of characters of an expanded word; `text is None` means unknown statically."""
 
     text: str | None
@@ -40,8 +38,10 @@ Word = tuple[Piece, ...]
 
 def word_text(word: Sequence[Piece]) -> str | None:
     """The word's text, or None when any piece is unknown."""
-    parts = [piece.text for piece in word]
-    return None if any(part is None for part in parts) else "".join(parts)  # type: ignore[arg-type]
+    try:
+        return "".join([piece[0] for piece in word])  # piece[0] is .text (hot path: no attribute lookup)
+    except TypeError:  # a None (unknown) piece
+        return None
 
 
 def word_known_prefix_nonempty(word: Sequence[Piece]) -> bool | None:
@@ -94,6 +94,9 @@ class Scope(Protocol):
     def positional(self) -> list[Word]:
         """$1 ... as words ("$@")."""
 
+    def positional_known(self) -> bool:
+        """Whether the argument count is known (`$#`): not for a top-level script linted without `--` args."""
+
     def command_substitution(self, text: str, span: Span) -> Word | None:
         """A `$(...)` the evaluator can answer without running anything (e.g. dirname "$0"), else None."""
 
@@ -103,6 +106,8 @@ _SPECIAL = "@*#?$!-0123456789"
 _PARAM_OPS = (":-", ":=", ":+", ":?", "-", "=", "+", "?", ",,", ",", "^^", "^", "##", "#", "%%", "%", "//", "/#",
               "/%", "/", ":", "@")
 MAX_DEPTH = 40
+_UNQUOTED_SPECIAL = re.compile(r"[\\'\"$`]")  # where a literal run ends outside quotes
+_QUOTED_SPECIAL = re.compile(r'[\\"$`]')  # ... and inside double quotes
 
 
 class Fields:
@@ -122,7 +127,8 @@ class Fields:
     def add_split(self, word: Word) -> None:
         """An unquoted expansion: its whitespace separates fields (IFS default)."""
         for piece in word:
-            if piece.text is None or not any(ch in piece.text for ch in " \t\n"):
+            text = piece.text
+            if text is None or (" " not in text and "\t" not in text and "\n" not in text):
                 self.add(piece, quoted=False)
                 continue
             parts = re.split(r"[ \t\n]+", piece.text)
@@ -130,7 +136,7 @@ class Fields:
                 if index:
                     self.new_field()
                 if part:
-                    self.fields[-1].append(replace(piece, text=part, exact=False))
+                    self.fields[-1].append(piece._replace(text=part, exact=False))
 
     def add_multi(self, words: list[Word], quoted: bool) -> None:
         """`"$@"` / `"${A[@]}"`: one field per element (quoted), each element split when unquoted."""
@@ -163,9 +169,24 @@ class Expander:
     # ---- public entry points -------------------------------------------------------------
     def fields(self, start: int, end: int) -> list[Word]:
         """A command argument: expansion plus field splitting (may give 0, 1 or many fields)."""
+        static = self._static(start, end)
+        if static:
+            key = ("fields", start, end)
+            cached = self.src.cache.get(key)
+            if cached is None:
+                out = Fields()
+                self._expand(start, end, out, quoted=False, tilde=True)
+                cached = self.src.cache[key] = out.result()
+            return cached
         out = Fields()
         self._expand(start, end, out, quoted=False, tilde=True)
         return out.result()
+
+    def _static(self, start: int, end: int) -> bool:
+        """A word whose expansion does not depend on any variable (no `$`, backtick or `~`)."""
+        text = self.text
+        return (text.find("$", start, end) == -1 and text.find("`", start, end) == -1
+                and text.find("~", start, end) == -1)
 
     def scalar(self, start: int, end: int, tilde: bool = True) -> Word:
         """An assignment value or an operand: expansion without field splitting."""
@@ -216,9 +237,8 @@ class Expander:
             elif char == "$" or char == "`":
                 pos = self._dollar(pos, end, out, quoted=False, join=join)
             else:
-                stop = pos + 1
-                while stop < end and text[stop] not in "\\'\"$`":
-                    stop += 1
+                match = _UNQUOTED_SPECIAL.search(text, pos + 1, end)
+                stop = match.start() if match else end
                 out.add(self._lit(pos, stop), quoted=False)
                 pos = stop
 
@@ -236,9 +256,8 @@ class Expander:
             elif char == "$" or char == "`":
                 pos = self._dollar(pos, end, out, quoted=True, join=join)
             else:
-                stop = pos + 1
-                while stop < end and text[stop] not in '\\"$`':
-                    stop += 1
+                match = _QUOTED_SPECIAL.search(text, pos + 1, end)
+                stop = match.start() if match else end
                 out.add(self._lit(pos, stop), quoted=True)
                 pos = stop
         return end
@@ -306,7 +325,7 @@ class Expander:
             out.add_split(word)
 
     def _used(self, word: Word, via: Span) -> Word:
-        return tuple(replace(piece, via=via) for piece in word)
+        return tuple(piece._replace(via=via) for piece in word)
 
     def _expand_var(self, name: str, start: int, stop: int, out: Fields, quoted: bool, join: bool) -> None:
         via = self._span(start, stop)
@@ -323,7 +342,8 @@ class Expander:
                 out.add_multi(words, quoted)
             return
         if name == "#":
-            self._add_word(out, (Piece(str(len(self.scope.positional())), via),), quoted, join)
+            count = str(len(self.scope.positional())) if self.scope.positional_known() else None
+            self._add_word(out, (Piece(count, via, desc="" if count else "$#"),), quoted, join)
             return
         value = self._value(name)
         if isinstance(value, str) or value is None:
@@ -390,6 +410,8 @@ class Expander:
 
     def _length(self, name: str, of_array: bool, via: Span, whole: str) -> Piece:
         if name in "@*#":
+            if not self.scope.positional_known():
+                return Piece(None, via, desc=whole)
             return Piece(str(len(self.scope.positional())), via)
         value = self._value(name)
         if isinstance(value, str):
@@ -750,6 +772,16 @@ class Arith:
             left = _binary(op, left, right)
 
 
+_OPERATIONS: dict[str, Callable[[int, int], int]] = {
+    "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
+    "<<": lambda a, b: a << b, ">>": lambda a, b: a >> b, "&": lambda a, b: a & b,
+    "|": lambda a, b: a | b, "^": lambda a, b: a ^ b, "==": lambda a, b: int(a == b),
+    "!=": lambda a, b: int(a != b), "<": lambda a, b: int(a < b), ">": lambda a, b: int(a > b),
+    "<=": lambda a, b: int(a <= b), ">=": lambda a, b: int(a >= b),
+    "&&": lambda a, b: int(bool(a) and bool(b)), "||": lambda a, b: int(bool(a) or bool(b)),
+}
+
+
 def _binary(op: str, left: int, right: int) -> int:
     if op == "/":
         return int(left / right) if right else _raise_zero()
@@ -761,15 +793,7 @@ def _binary(op: str, left: int, right: int) -> int:
         return left**right
     if op in ("<<", ">>") and not 0 <= right < 256:
         raise ValueError
-    table: dict[str, Callable[[int, int], int]] = {
-        "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
-        "<<": lambda a, b: a << b, ">>": lambda a, b: a >> b, "&": lambda a, b: a & b,
-        "|": lambda a, b: a | b, "^": lambda a, b: a ^ b, "==": lambda a, b: int(a == b),
-        "!=": lambda a, b: int(a != b), "<": lambda a, b: int(a < b), ">": lambda a, b: int(a > b),
-        "<=": lambda a, b: int(a <= b), ">=": lambda a, b: int(a >= b),
-        "&&": lambda a, b: int(bool(a) and bool(b)), "||": lambda a, b: int(bool(a) or bool(b)),
-    }
-    return table[op](left, right)
+    return _OPERATIONS[op](left, right)
 
 
 def _raise_zero() -> int:
