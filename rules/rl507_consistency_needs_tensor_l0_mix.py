@@ -19,6 +19,7 @@ _RUN0 = (
 class ConsistencyNeedsTensorDumps(LintRule):
     code = "RL507"
     severity = "error"
+    modes = frozenset({"consistency"})
     summary = "consistency mode needs task tensor at level L0 or mix"
 
     VALID = (
