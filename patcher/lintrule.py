@@ -40,6 +40,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Literal, Mapping, Sequence
 
+from rlpatch.lint.defaults import NEWEST_VERL
 from rlpatch.shell.source import Span
 from rlpatch.versions import Version
 
@@ -89,7 +90,7 @@ class Case:
 class LintOptions:
     """What the user told `rlpatch lint` (CLI, then `[tool.rlpatch]`), visible to every rule."""
 
-    verl_version: Version = field(default_factory=lambda: Version.parse("0.9.1"))
+    verl_version: Version = NEWEST_VERL  # the newest released verl unless told otherwise
     verl_root: str | None = None
     mode: str | None = None
     env: dict[str, str] = field(default_factory=dict)

@@ -16,6 +16,10 @@ from rlpatch.lintrule import Case, FileContext, LintRule
 from rlpatch.shell.source import Span
 
 
+# `\` + blanks at the end of a line, followed by an indented line (meant as a continuation).
+_SPACE_AFTER_BACKSLASH = re.compile(r"(?<!\\)\\[ \t]+(?=\n[ \t])")
+
+
 class BrokenContinuation(LintRule):
     code = "RL003"
     severity = "warning"
@@ -49,13 +53,10 @@ class BrokenContinuation(LintRule):
             elif not before.strip() and line > 1 and _continues(source.line_text(line - 1)):
                 ctx.report("comment line inside a continued command: the command ends here and the next lines "
                            "run as separate commands", at=Span(path, line, column + 1, line, column + 1 + len(text)))
-        for line in range(1, source.line_count + 1):
-            text = source.line_text(line)
-            match = re.search(r"\\[ \t]+$", text)
-            if match and line < source.line_count and source.line_text(line + 1)[:1] in (" ", "\t"):
-                col = match.start() + 1
-                ctx.report("space after `\\`: this is not a line continuation, the command ends here",
-                           at=Span(path, line, col, line, col + 1))
+        for match in _SPACE_AFTER_BACKSLASH.finditer(source.text):
+            line, col = source.line_col(match.start())
+            ctx.report("space after `\\`: this is not a line continuation, the command ends here",
+                       at=Span(path, line, col, line, col + 1))
         last = _last_code_line(source)
         if last and _continues(source.line_text(last)):
             col = len(source.line_text(last))

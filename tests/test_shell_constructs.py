@@ -201,3 +201,16 @@ def test_followed_file_relative_to_an_upper_folder(tmp_path: Path) -> None:
     assert result.runs[0].env["NUM_GPUS"].text == "8"
     recipe = lint_path(str(tmp_path / "recipe" / "run.sh"), LintOptions(), [])
     assert recipe.runs[0].launch.entry == "main_gkd"
+
+
+def test_finding_points_at_the_assignment_and_every_use(tmp_path: Path) -> None:
+    from rlpatch.lint.engine import select_rules
+
+    script = tmp_path / "v.sh"
+    script.write_text("EAGER=False\nARGS=(\n  actor_rollout_ref.rollout.enforce_eager=$EAGER\n)\n"
+                      "export DUMP_ON=1 PROMPTS_ONLY=1\npython3 -m verl.trainer.main_ppo "
+                      "+actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config.dump_config_path=d.json "
+                      '"${ARGS[@]}"\n')
+    (finding,) = lint_path(str(script), LintOptions(), select_rules(["RL101"], None)).findings
+    assert (finding.span.line, finding.span.column, finding.span.end_column) == (1, 7, 12)  # EAGER=False
+    assert [(s.line, s.column) for s in finding.related] == [(3, 43), (6, 123)]  # $EAGER, then "${ARGS[@]}"

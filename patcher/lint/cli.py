@@ -131,7 +131,8 @@ def _groups(files: tuple[str, ...], no_config: bool) -> list[tuple[dict[str, Any
               show_default=True)
 @click.option("--select", multiple=True, help="Rule codes or prefixes to run (comma separated; default ALL).")
 @click.option("--ignore", multiple=True, help="Rule codes or prefixes to skip.")
-@click.option("--fail-on", type=click.Choice(sorted(FAIL_ON), case_sensitive=False), help="Lowest severity that fails (default E).")
+@click.option("--fail-on", type=click.Choice(["E", "W", "I", "error", "warning", "info"], case_sensitive=False),
+              help="Lowest severity that fails (default E).")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even with findings (input errors still exit 2).")
 @click.option("--allow-level", multiple=True, help="msprobe levels accepted besides mix (RL109).")
 @_common

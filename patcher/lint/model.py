@@ -66,7 +66,11 @@ class Override:
 
     def related(self) -> tuple[Span, ...]:
         """Use sites that differ from where the value was written (for findings)."""
-        spans = {p.via for p in self.arg.origins(len(self.prefix) + len(self.key) + 1) if p.via is not None}
+        spans = set()
+        for piece in self.arg.origins(len(self.prefix) + len(self.key) + 1):
+            spans.update(piece.chain)
+            if piece.via is not None:
+                spans.add(piece.via)
         primary = self.value_span
         return tuple(sorted(s for s in spans if s != primary and s.file != "<command line>"))
 
@@ -183,6 +187,9 @@ class Run:
     env: dict[str, EnvVar] = field(default_factory=dict)
     unknown: list[Unknown] = field(default_factory=list)
     forced_mode: Mode | None = None
+    _memo_size: int = field(default=-1, repr=False)
+    _settings: dict[str, Setting] = field(default_factory=dict, repr=False)
+    _last: dict[str, Override] = field(default_factory=dict, repr=False)
 
     # ---- construction ---------------------------------------------------------------------
     @classmethod
@@ -250,14 +257,25 @@ class Run:
             self.config_values[key] = (text_value, Span(path, line, 1, line, len(lines[line - 1]) + 1 if lines else 1))
 
     # ---- settings -------------------------------------------------------------------------------
+    def _refresh(self) -> None:
+        """(Re)build the memos when the override list changed (it is built once, in from_launch)."""
+        if self._memo_size != len(self.overrides):
+            self._memo_size, self._settings, self._last = len(self.overrides), {}, {o.key: o for o in self.overrides}
+
     def last_override(self, key: str) -> Override | None:
-        count, index = self.__dict__.get("_last_index", (-1, {}))
-        if count != len(self.overrides):
-            index = {o.key: o for o in self.overrides}  # later overrides win, as in Hydra
-            self.__dict__["_last_index"] = (len(self.overrides), index)
-        return index.get(key)
+        """The override that decides `key` (later overrides win, as in Hydra)."""
+        self._refresh()
+        return self._last.get(key)
 
     def setting(self, key: str) -> Setting:
+        """The value `key` will have (memoised: a run's overrides do not change once built)."""
+        self._refresh()
+        found = self._settings.get(key)
+        if found is None:
+            found = self._settings[key] = self._resolve(key)
+        return found
+
+    def _resolve(self, key: str) -> Setting:
         override = self.last_override(key)
         if override is not None:
             if override.prefix == "~":

@@ -98,7 +98,6 @@ class Evaluation:
     launches: list[Launch] = field(default_factory=list)
     unknowns: list[Unknown] = field(default_factory=list)
     paths: int = 0
-    followed: list[str] = field(default_factory=list)
 
 
 class Chooser:
@@ -254,12 +253,11 @@ class Shell:
         """Character ranges of the words among `nodes`, merging siblings that touch (error recovery)."""
         current: tuple[int, int] | None = None
         for node in nodes:
-            if node.type in _SKIP_ARG_TYPES or (not node.is_named and node.type not in ("$", "word")):
-                if node.type in _SKIP_ARG_TYPES or node.type in ("(", ")"):
-                    if current:
-                        yield current
-                    current = None
-                    continue
+            if node.type in _SKIP_ARG_TYPES or node.type in ("(", ")"):  # redirects, comments, array parens
+                if current:
+                    yield current
+                current = None
+                continue
             start, end = self.start(node), self.end(node)
             if current is not None and current[1] == start:
                 current = (current[0], end)
@@ -339,8 +337,6 @@ class Shell:
                 value = self.variables.get(name)
                 if isinstance(value, Value):
                     value.exported = True
-                elif value is None and name not in self.variables:
-                    self.run.env_only(name)
 
     def arith_statement(self, node) -> bool | None:
         inner = self.text(node)[2:-2]
@@ -691,9 +687,6 @@ class PathRun:
 
     def unknown(self, what: str, span: Span) -> None:
         self.unknowns.append(Unknown(what, span))
-
-    def env_only(self, name: str) -> None:
-        pass
 
     def resolve(self, target: str, from_file: str) -> str | None:
         return self.evaluator.resolve(target, from_file)

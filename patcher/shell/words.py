@@ -27,6 +27,7 @@ class Piece(NamedTuple):
     exact: bool = False  # text maps character for character onto the source starting at span
     via: Span | None = None  # where the variable that supplied this piece was expanded
     desc: str = ""  # for unknown pieces: the source text that could not be resolved ("$(nproc)")
+    chain: tuple[Span, ...] = ()  # earlier use sites: `A=$B` then `key=$A` keeps where $B was used
 
     @property
     def known(self) -> bool:
@@ -136,7 +137,7 @@ class Fields:
                 if index:
                     self.new_field()
                 if part:
-                    self.fields[-1].append(piece._replace(text=part, exact=False))
+                    self.fields[-1].append(Piece(part, piece.span, False, piece.via, piece.desc, piece.chain))
 
     def add_multi(self, words: list[Word], quoted: bool) -> None:
         """`"$@"` / `"${A[@]}"`: one field per element (quoted), each element split when unquoted."""
@@ -190,9 +191,16 @@ class Expander:
 
     def scalar(self, start: int, end: int, tilde: bool = True) -> Word:
         """An assignment value or an operand: expansion without field splitting."""
+        key = ("scalar", start, end, tilde)
+        cached = self.src.cache.get(key)
+        if cached is not None:
+            return cached
         out = Fields()
         self._expand(start, end, out, quoted=False, tilde=tilde, join=True)
-        return tuple(piece for field in out.fields for piece in field)
+        word = tuple([piece for field in out.fields for piece in field])
+        if self._static(start, end):
+            self.src.cache[key] = word
+        return word
 
     # ---- helpers -----------------------------------------------------------------------------
     def _span(self, start: int, end: int) -> Span:
@@ -325,7 +333,8 @@ class Expander:
             out.add_split(word)
 
     def _used(self, word: Word, via: Span) -> Word:
-        return tuple(piece._replace(via=via) for piece in word)
+        return tuple([Piece(p[0], p[1], p[2], via, p[4], p[5] + (p[3],) if p[3] is not None else p[5])
+                      for p in word])  # not _replace: 5x faster
 
     def _expand_var(self, name: str, start: int, stop: int, out: Fields, quoted: bool, join: bool) -> None:
         via = self._span(start, stop)
