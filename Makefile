@@ -9,6 +9,7 @@ TORCH_SPEC ?= torch==2.13.0
 PYTEST_ARGS ?=
 DEMO_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/rlpatch/demo
 DEMO_VERL ?= 0.9.1
+DEMO_SGLANG ?= 0.5.10.post1
 
 .PHONY: install test test-fast lint bench demo clean
 
@@ -36,6 +37,7 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) tests/bench_patch.py
+	$(PY) tests/bench_inference.py
 
 demo: $(STAMP)
 	rm -rf "$(DEMO_DIR)"
@@ -46,6 +48,9 @@ demo: $(STAMP)
 	@echo "== rlpatch status --format json" && $(RLPATCH) status --verl-root "$(DEMO_DIR)/verl-$(DEMO_VERL)" --format json
 	@echo "== rlpatch revert" && $(RLPATCH) revert --verl-root "$(DEMO_DIR)/verl-$(DEMO_VERL)"
 	@echo "== rlpatch verify after revert (exit 1 expected: nothing applied)" && ! $(RLPATCH) verify --verl-root "$(DEMO_DIR)/verl-$(DEMO_VERL)"
+	$(PY) -c "from rlpatch.wheelcache import fresh_copy; print('sglang $(DEMO_SGLANG) unpacked at', fresh_copy('sglang', '$(DEMO_SGLANG)', '$(DEMO_DIR)/sglang-$(DEMO_SGLANG)'))"
+	@echo "== rlpatch apply --mode inference (SGLang)" && $(RLPATCH) apply --mode inference --sglang-root "$(DEMO_DIR)/sglang-$(DEMO_SGLANG)"
+	@echo "== rlpatch revert (SGLang)" && $(RLPATCH) revert --mode inference --sglang-root "$(DEMO_DIR)/sglang-$(DEMO_SGLANG)"
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -17,7 +17,7 @@ import tempfile
 import zipfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Sequence, Union
 
 from rlpatch.errors import InputError
 
@@ -44,17 +44,41 @@ def _cache_lock() -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def wheel_path(project: str, version: str, platform: str | None = None, python_version: str | None = None) -> Path:
-    """The downloaded wheel file of `project==version`, downloading it on first use."""
-    folder = cache_dir() / "wheels" / project / version / (platform or "any")
+# Platform-specific projects tag their wheels with different glibc baselines from one release to
+# the next (vllm-ascend: manylinux_2_24 up to 0.18.0, manylinux_2_34 from 0.23.0) and pip does not
+# widen a given `--platform` to older baselines, so callers may pass every tag they accept.
+Platform = Union[str, Sequence[str], None]
+LINUX_X86_64: tuple[str, ...] = (
+    "manylinux_2_34_x86_64",
+    "manylinux_2_28_x86_64",
+    "manylinux_2_24_x86_64",
+    "manylinux2014_x86_64",
+)
+
+
+def _platform_tags(platform: Platform) -> tuple[str, ...]:
+    if not platform:
+        return ()
+    return (platform,) if isinstance(platform, str) else tuple(platform)
+
+
+def wheel_path(project: str, version: str, platform: Platform = None, python_version: str | None = None) -> Path:
+    """The downloaded wheel file of `project==version`, downloading it on first use.
+
+    `project` is the name as given (the cache is keyed by it): always spell one project the same way.
+    """
+    tags = _platform_tags(platform)
+    folder = cache_dir() / "wheels" / project / version / ("+".join(tags) or "any")
     with _cache_lock():
         found = sorted(folder.glob("*.whl"))
         if found:
             return found[0]
         folder.mkdir(parents=True, exist_ok=True)
         command = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-build-isolation", "-q", "-d", str(folder)]
-        if platform:
-            command += ["--platform", platform, "--only-binary=:all:"]
+        if tags:
+            for tag in tags:
+                command += ["--platform", tag]
+            command.append("--only-binary=:all:")
             if python_version:
                 command += ["--python-version", python_version]
         command.append(f"{project}=={version}")
@@ -66,9 +90,7 @@ def wheel_path(project: str, version: str, platform: str | None = None, python_v
         return found[0]
 
 
-def unpacked_tree(
-    project: str, version: str, platform: str | None = None, python_version: str | None = None
-) -> Path:
+def unpacked_tree(project: str, version: str, platform: Platform = None, python_version: str | None = None) -> Path:
     """A pristine, read-only-by-convention unpacked copy of the wheel: the root that holds the package."""
     wheel = wheel_path(project, version, platform, python_version)
     target = wheel.parent / "tree"
@@ -85,7 +107,7 @@ def unpacked_tree(
         return target
 
 
-def fresh_copy(project: str, version: str, destination: str | os.PathLike[str], **kwargs: str) -> Path:
+def fresh_copy(project: str, version: str, destination: str | os.PathLike[str], **kwargs: Platform) -> Path:
     """A writable copy of the unpacked wheel at `destination` (the pristine cache stays untouched)."""
     source = unpacked_tree(project, version, **kwargs)
     destination = Path(destination)

@@ -20,6 +20,8 @@ PATCH_RULE_MODULES: tuple[str, ...] = (
     "verl_rollout_corr",
     "verl_request_id",
     "verl_request_id_async",
+    "sglang_model_runner",
+    "vllm_ascend_dispatch_logger",
 )
 
 LINT_RULE_MODULES: tuple[str, ...] = (

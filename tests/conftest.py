@@ -22,6 +22,22 @@ ENGINE_RULES = ("verl-engine-fsdp", "verl-engine-megatron")
 
 # Every verl release that has the engine-worker files, and the newest, for the upstream tests.
 VERL_ENGINE_VERSIONS = ["0.6.0", "0.6.1", "0.7.0", "0.7.1", "0.8.0", "0.9.0", "0.9.1"]
+# Every SGLang release line the sglang-model-runner rule patches (PyPI has no 0.5.0), and releases
+# with native msprobe support (0.5.23: the newest release when this was written).
+SGLANG_PATCHED_VERSIONS = [
+    "0.4.3.post4",
+    "0.4.6.post5",
+    "0.4.10.post2",
+    "0.5.1",
+    "0.5.3",
+    "0.5.5",
+    "0.5.8",
+    "0.5.9",
+    "0.5.10.post1",
+]
+SGLANG_NATIVE_VERSIONS = ["0.5.11", "0.5.23"]
+# vllm-ascend releases with x86_64 wheels and msprobe dump hooks -> their dump stop sites.
+VLLM_ASCEND_STOP_SITES = {"0.13.0": 4, "0.18.0": 3, "0.23.0": 4}
 
 
 @dataclass
