@@ -214,9 +214,18 @@ def rule_cmd(code: str | None) -> int:
     if code is None:
         for cls in rule_classes():
             click.echo(f"{cls.code} {SEVERITY_LETTER[cls.severity]}  {cls.summary}")
+        click.echo("Patch rules: `rlpatch rules` lists them, `rlpatch rule ID` documents one.", err=True)
         return 0
     cls = rule_by_code(code)
+    if cls is None and not code.upper().startswith("RL"):
+        # Patch rules are documented here too; importing them (and libcst) only for this lookup.
+        from rlpatch.patch_cli import patch_rule_documentation
+
+        documentation = patch_rule_documentation(code)
+        if documentation is not None:
+            click.echo(documentation, nl=False)
+            return 0
     if cls is None:
-        raise InputError(f"unknown rule code: {code} (see `rlpatch rule` for the list)")
+        raise InputError(f"unknown rule code: {code} (see `rlpatch rule` and `rlpatch rules` for the lists)")
     click.echo(cls.documentation(), nl=False)
     return 0
