@@ -6,6 +6,8 @@ RLPATCH := $(VENV)/bin/rlpatch
 STAMP := $(VENV)/.installed
 # CPU build of torch for the runtime tests (msprobe's PyTorch API needs torch; no GPU is used).
 TORCH_SPEC ?= torch==2.13.0
+# The mindstudio-probe release whose behaviour the msprobe differential test encodes.
+MSPROBE_SPEC ?= mindstudio-probe==26.2.0
 PYTEST_ARGS ?=
 DEMO_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/rlpatch/demo
 DEMO_VERL ?= 0.9.1
@@ -17,7 +19,7 @@ $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TORCH_SPEC)"
-	$(PY) -m pip install -q -e '.[test,msprobe]'
+	$(PY) -m pip install -q -e '.[test,msprobe,bench]' "$(MSPROBE_SPEC)"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -38,6 +40,8 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(PY) tests/bench_patch.py
 	$(PY) tests/bench_inference.py
+	$(PY) tests/bench_schema.py
+	$(PY) tests/bench_lint.py
 
 demo: $(STAMP)
 	rm -rf "$(DEMO_DIR)"
@@ -51,6 +55,9 @@ demo: $(STAMP)
 	$(PY) -c "from rlpatch.wheelcache import fresh_copy; print('sglang $(DEMO_SGLANG) unpacked at', fresh_copy('sglang', '$(DEMO_SGLANG)', '$(DEMO_DIR)/sglang-$(DEMO_SGLANG)'))"
 	@echo "== rlpatch apply --mode inference (SGLang)" && $(RLPATCH) apply --mode inference --sglang-root "$(DEMO_DIR)/sglang-$(DEMO_SGLANG)"
 	@echo "== rlpatch revert (SGLang)" && $(RLPATCH) revert --mode inference --sglang-root "$(DEMO_DIR)/sglang-$(DEMO_SGLANG)"
+	@echo "== rlpatch detect (a consistency launch script)" && $(RLPATCH) detect fixtures/lint/consistency/fsdp_vllm.sh
+	@echo "== rlpatch lint (sample scripts; findings expected, exit 1)" && ! $(RLPATCH) lint --format full fixtures/lint/samples/*.sh
+	@echo "== rlpatch lint (the clean consistency scripts)" && $(RLPATCH) lint fixtures/lint/consistency/*.sh
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -318,13 +318,6 @@ def writes_for_apply(session: Session, changes: Sequence[Change]) -> dict[str, l
 # ---------------------------------------------------------------------------------------------
 
 
-@dataclass
-class Refusal:
-    """Why a command wrote nothing."""
-
-    message: str
-
-
 def _stored_original(manifest: Manifest, relative: str) -> bytes | None:
     record = manifest.files.get(relative)
     path = manifest.original_path(relative)

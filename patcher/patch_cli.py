@@ -335,6 +335,27 @@ def diff_cmd(**options: Any) -> int:
     return EXIT_OK
 
 
+def patch_rule_documentation(rule_id: str) -> str | None:
+    """A patch rule's documentation: its module docstring (why, what), versions, files, and the
+    shapes it patches (good) and refuses (bad) from its own cases; None for an unknown id."""
+    import textwrap
+
+    rule = next((rule for rule in registry.patch_rules() if rule.id == rule_id), None)
+    if rule is None:
+        return None
+    module = sys.modules[type(rule).__module__]
+    parts = [
+        f"{rule.id} ({rule.package}; {', '.join(sorted(rule.modes))}): {rule.summary()}",
+        textwrap.dedent(module.__doc__ or "").strip(),
+        f"Versions: {rule.versions}",
+        "Files:\n" + "\n".join(f"    {path}" for path in rule.files),
+    ]
+    for title, cases in (("Good (patched)", getattr(module, "VALID", [])), ("Bad (refused: drifted anchor)", getattr(module, "INVALID", []))):
+        if cases:
+            parts.append(f"{title}:\n\n" + textwrap.indent(textwrap.dedent(cases[0]).strip("\n"), "    "))
+    return "\n\n".join(parts) + "\n"
+
+
 @click.command("rules")
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def rules_cmd(output_format: str) -> int:

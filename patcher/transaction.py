@@ -59,7 +59,19 @@ def _fsync_dir(path: Path) -> None:
 
 
 def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
-    """Replace `path` with `data` in one rename; the file is never seen half-written."""
+    """Replace `path` with `data` in one rename; the file is never seen half-written.
+
+    A symlink is followed (the link stays a link), and the owner of a file that existed is kept
+    when this process may set it (root patching another user's tree).
+    """
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))
+    owner = None
+    try:
+        info = path.stat()
+        owner = (info.st_uid, info.st_gid)
+    except FileNotFoundError:
+        pass
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".rlpatch-tmp")
     try:
@@ -69,6 +81,11 @@ def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
             os.fsync(out.fileno())
         if mode is not None:
             os.chmod(temporary, stat.S_IMODE(mode))
+        if owner is not None and owner != (os.getuid(), os.getgid()):
+            try:
+                os.chown(temporary, *owner)
+            except PermissionError:
+                pass
         os.replace(temporary, path)
     except BaseException:
         try:

@@ -411,3 +411,23 @@ def test_revert_without_state_folder_strips_the_patch(tree):
     result = run_cli("revert", "--verl-root", str(tree))
     assert result.exit_code == 0, result.stderr
     assert snapshot(tree) == pristine
+
+
+def test_symlinked_target_stays_a_link(tree, tmp_path):
+    real = tmp_path / "real_fsdp.py"
+    shutil.move(tree / FSDP, real)
+    (tree / FSDP).symlink_to(real)
+    original = real.read_bytes()
+    assert apply(tree).exit_code == 0
+    assert (tree / FSDP).is_symlink() and real.read_bytes() != original
+    assert run_cli("revert", "--verl-root", str(tree)).exit_code == 0
+    assert (tree / FSDP).is_symlink() and real.read_bytes() == original
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="only root can hand files to another owner")
+def test_owner_of_patched_files_is_kept(tree):
+    os.chown(tree / FSDP, 12345, 12345)
+    assert apply(tree).exit_code == 0
+    assert (tree / FSDP).stat().st_uid == 12345
+    assert run_cli("revert", "--verl-root", str(tree)).exit_code == 0
+    assert (tree / FSDP).stat().st_uid == 12345

@@ -40,3 +40,11 @@ def test_help_imports_no_patch_engine():
     code = "import sys; from rlpatch.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\nprint('libcst' in sys.modules, 'rlpatch.engine' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "False False"
+
+
+def test_rule_command_documents_every_patch_rule():
+    for rule in registry.patch_rules():
+        result = run_cli("rule", rule.id)
+        assert result.exit_code == 0, result.stderr
+        assert result.stdout.startswith(f"{rule.id} (") and "Good (patched):" in result.stdout
+        assert "Bad (refused" in result.stdout and len(result.stdout.splitlines()) > 15

@@ -87,8 +87,11 @@ def build_options(cli: dict[str, Any], config: dict[str, Any], extra: list[str])
     mode = pick("mode")
     if mode is not None and mode not in MODES:
         raise InputError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    targets = {name: pick(name) for name in ("python", "sglang_root", "vllm_ascend_root")}
+    targets["verl_version_given"] = str(version) if version and cli.get("verl_version") else None
     options = LintOptions(verl_root=verl_root, mode=mode, env=env, args=list(extra),
-                          allow_level=frozenset(_split(pick("allow_level")) or ()), config_root=pick("config_root"))
+                          allow_level=frozenset(_split(pick("allow_level")) or ()), config_root=pick("config_root"),
+                          extra={name: value for name, value in targets.items() if value})
     return replace(options, verl_version=version) if version else options
 
 
@@ -100,6 +103,9 @@ def _common(function):
         click.option("--verl-root", type=click.Path(), help="A verl tree: its version picks version-dependent keys."),
         click.option("--verl-version", metavar="X.Y.Z", help="The verl version that will run (default: newest)."),
         click.option("--config-root", type=click.Path(), help="Resolve config.json paths against this directory."),
+        click.option("--python", "python", metavar="PATH", help="The interpreter that will run verl (versions, config)."),
+        click.option("--sglang-root", type=click.Path(), help="An SGLang tree (RL6xx versions)."),
+        click.option("--vllm-ascend-root", type=click.Path(), help="A vLLM-Ascend tree (RL6xx versions)."),
         click.option("--no-config", is_flag=True, help="Ignore [tool.rlpatch] in pyproject.toml."),
     ]
     for option in reversed(options):
@@ -135,7 +141,8 @@ def _groups(files: tuple[str, ...], no_config: bool) -> list[tuple[dict[str, Any
 @_common
 @click.pass_context
 def lint_cmd(ctx: click.Context, files: tuple[str, ...], fmt: str, select, ignore, fail_on, exit_zero, allow_level,
-             jobs, mode, env, use_env, verl_root, verl_version, config_root, no_config) -> int:
+             jobs, mode, env, use_env, verl_root, verl_version, config_root, python, sglang_root, vllm_ascend_root,
+             no_config) -> int:
     """Lint verl launch scripts (FILES, or - for stdin) without running them.
 
     Extra Hydra overrides after `--` are passed to the script as "$@".
@@ -146,7 +153,8 @@ def lint_cmd(ctx: click.Context, files: tuple[str, ...], fmt: str, select, ignor
     extra = ctx.meta.get("rlpatch.extra", [])
     stdin = sys.stdin.buffer.read() if "-" in files else None
     cli = dict(mode=mode, env=env, use_env=use_env, verl_root=verl_root, verl_version=verl_version,
-               allow_level=allow_level, config_root=config_root)
+               allow_level=allow_level, config_root=config_root, python=python, sglang_root=sglang_root,
+               vllm_ascend_root=vllm_ascend_root)
     tasks: list[LintTask] = []
     fail = FAIL_ON[fail_on.upper()] if fail_on else None
     zero = exit_zero
@@ -175,7 +183,7 @@ def lint_cmd(ctx: click.Context, files: tuple[str, ...], fmt: str, select, ignor
 @_common
 @click.pass_context
 def detect_cmd(ctx: click.Context, files: tuple[str, ...], fmt: str, mode, env, use_env, verl_root, verl_version,
-               config_root, no_config) -> int:
+               config_root, python, sglang_root, vllm_ascend_root, no_config) -> int:
     """Print what each launch script will run: mode, backends, world size, sizes, env, unknowns."""
     import json
 
@@ -212,9 +220,18 @@ def rule_cmd(code: str | None) -> int:
     if code is None:
         for cls in rule_classes():
             click.echo(f"{cls.code} {SEVERITY_LETTER[cls.severity]}  {cls.summary}")
+        click.echo("Patch rules: `rlpatch rules` lists them, `rlpatch rule ID` documents one.", err=True)
         return 0
     cls = rule_by_code(code)
+    if cls is None and not code.upper().startswith("RL"):
+        # Patch rules are documented here too; importing them (and libcst) only for this lookup.
+        from rlpatch.patch_cli import patch_rule_documentation
+
+        documentation = patch_rule_documentation(code)
+        if documentation is not None:
+            click.echo(documentation, nl=False)
+            return 0
     if cls is None:
-        raise InputError(f"unknown rule code: {code} (see `rlpatch rule` for the list)")
+        raise InputError(f"unknown rule code: {code} (see `rlpatch rule` and `rlpatch rules` for the lists)")
     click.echo(cls.documentation(), nl=False)
     return 0

@@ -103,6 +103,12 @@ def lint_source(source: SourceFile, options: LintOptions, rules: list[LintRule])
 
 def lint_path(path: str, options: LintOptions, rules: list[LintRule], stdin_text: bytes | None = None) -> FileResult:
     """Lint one path ("-" reads `stdin_text`); an input problem becomes `FileResult.error`."""
+    from rlpatch.lint.msprobe_family import is_config_path, lint_config_file
+
+    if is_config_path(path):  # an msprobe config.json given directly: RL5xx on the file alone
+        if not os.path.isfile(path):
+            return FileResult(path, error=f"{path}: not a file")
+        return FileResult(path, lint_config_file(path, rules))
     try:
         source = SourceFile.from_bytes("-", stdin_text or b"") if path == "-" else SourceFile.read(path)
         return lint_source(source, options, rules)
@@ -279,5 +285,5 @@ def case_options(case: Case) -> LintOptions:
     return LintOptions(**values)
 
 
-__all__ = ["FileResult", "LintTask", "Span", "exit_code", "lint_case", "lint_path", "lint_paths", "lint_source", "rule_by_code", "rule_classes",
-           "select_rules"]
+__all__ = ["FileResult", "LintTask", "Span", "exit_code", "lint_case", "lint_path", "lint_paths", "lint_source",
+           "rule_by_code", "rule_classes", "select_rules"]

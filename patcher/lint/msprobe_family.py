@@ -1,0 +1,100 @@
+"""RL5xx glue: the msprobe config.json files a run references, checked once, shared by RL501-RL507.
+
+A run points at msprobe configs through overrides (verl's `precision_debugger.config_path`, the
+vLLM `dump_config_path` / `dump_config`, SGLang's `msprobe_dump_config`) and env vars
+(`MSPROBE_ACTOR_CONFIG` for the training side of a consistency run, `MSPROBE_SGLANG_CONFIG*`).
+Each file is read relative to the script (or `--config-root`) and checked by
+`rlpatch.msprobe_config` with what the run adds: its dump mode, its world size. Findings point
+inside the JSON file, with the override or export that referenced it as a related position.
+`rlpatch lint config.json` checks a file on its own (as msprobe would: it needs a dump_path).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from rlpatch.lint.model import INFERENCE_DUMP_KEYS, Run
+from rlpatch.lintrule import Finding, LintContext, LintRule
+from rlpatch.msprobe_config import ConfigFinding, Options, check_file
+from rlpatch.shell.source import Span
+
+TRAINING_CONFIG_KEY = "global_profiler.global_tool_config.precision_debugger.config_path"
+ACTOR_ENV = "MSPROBE_ACTOR_CONFIG"
+SGLANG_ENV_PREFIX = "MSPROBE_SGLANG_CONFIG"
+_ATTRIBUTE = "_rlpatch_msprobe_findings"
+
+
+@dataclass(frozen=True)
+class Reference:
+    """One place where the run names a config file."""
+
+    role: str  # training | inference | actor
+    what: str  # the key or env var
+    text: str  # the path as written
+    span: Span
+
+
+def references(run: Run) -> list[Reference]:
+    """Every msprobe config path the run names with a known value."""
+    found = []
+    for key, role in [(TRAINING_CONFIG_KEY, "training")] + [(key, "inference") for key in INFERENCE_DUMP_KEYS]:
+        setting = run.setting(key)
+        if setting.is_set and setting.known and not setting.is_null() and setting.value:
+            found.append(Reference(role, key, setting.value.strip(), setting.span))
+    for name, var in sorted(run.env.items()):
+        if var.text and (name == ACTOR_ENV or name.startswith(SGLANG_ENV_PREFIX)):
+            found.append(Reference("actor" if name == ACTOR_ENV else "inference", name, var.text.strip(), var.span))
+    return found
+
+
+def options_for(reference: Reference, run: Run) -> Options:
+    """What the run adds to the file: verl passes dump_path itself for its training tool; RL105
+    already reports a missing dump_path on the inference side; RL507 applies in consistency runs."""
+    mode = run.mode
+    if reference.role == "training":
+        file_mode = "training"
+    elif mode == "consistency":
+        file_mode = "consistency"
+    else:
+        file_mode = "inference" if reference.role == "inference" else None
+    return Options(mode=file_mode, world_size=run.world_size())
+
+
+def run_findings(ctx: LintContext) -> list[tuple[ConfigFinding, Reference]]:
+    """All RL5xx findings of this run (computed once); files not on this machine are skipped."""
+    cached = getattr(ctx.run, _ATTRIBUTE, None)
+    if cached is not None:
+        return cached
+    results: list[tuple[ConfigFinding, Reference]] = []
+    for reference in references(ctx.run):
+        path = ctx.resolve_path(reference.text)
+        if os.path.isfile(path):  # a path that exists only on the cluster is not this linter's to judge
+            results.extend((finding, reference) for finding in check_file(path, options_for(reference, ctx.run)))
+    setattr(ctx.run, _ATTRIBUTE, results)
+    return results
+
+
+def report(ctx: LintContext, code: str) -> None:
+    for finding, reference in run_findings(ctx):
+        if finding.code == code:
+            ctx.report(finding.message, at=_span(finding), severity=finding.severity,  # type: ignore[arg-type]
+                       related=[reference.span])
+
+
+def _span(finding: ConfigFinding) -> Span:
+    return Span(finding.file, finding.line, finding.column, finding.end_line, finding.end_column)
+
+
+def lint_config_file(path: str, rules: list[LintRule]) -> list[Finding]:
+    """`rlpatch lint config.json`: the file alone, as msprobe reads it (the selected RL5xx rules)."""
+    codes = {rule.code for rule in rules}
+    return sorted(
+        (Finding(f.code, f.severity, f.message, _span(f)) for f in check_file(path, Options()) if f.code in codes),  # type: ignore[arg-type]
+        key=Finding.sort_key,
+    )
+
+
+def is_config_path(path: str) -> bool:
+    """Files `rlpatch lint` reads as msprobe configs instead of scripts."""
+    return path != "-" and path.endswith(".json")

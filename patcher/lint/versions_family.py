@@ -1,0 +1,122 @@
+"""RL6xx glue: the versions of the target environment and the patch state of its verl tree.
+
+Versions come from `rlpatch.envprobe` (metadata and version files, nothing imported): an explicit
+root (`--verl-root`, `--sglang-root`, `--vllm-ascend-root`) first, then the interpreter that will
+run verl (`--python`, default: this one). mindstudio-probe is looked up beside SGLang or
+vLLM-Ascend when their root is a site-packages directory (one environment holds both). RL605
+asks the patch engine through `rlpatch verify --format json` in a subprocess: the linter itself
+never imports libcst.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from rlpatch.envprobe import Installed, probe, probe_root
+from rlpatch.lint.model import Run, Setting
+from rlpatch.lintrule import LintContext, LintOptions, Skipped
+from rlpatch.versions import Version
+
+SGLANG_DUMP_KEY = "actor_rollout_ref.rollout.engine_kwargs.sglang.msprobe_dump_config"
+VLLM_DUMP_CONFIG = "actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config.dump_config"
+VLLM_DUMP_CONFIG_PATH = "actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config.dump_config_path"
+ROOT_OPTION = {"verl": "verl_root", "sglang": "sglang_root", "vllm-ascend": "vllm_ascend_root"}
+_CACHE_ATTRIBUTE = "_rlpatch_versions_cache"
+
+
+def _cache(options: LintOptions) -> dict[tuple[Any, ...], Any]:
+    """Answers kept for one lint invocation (its options object): trees may change between runs."""
+    cache = getattr(options, _CACHE_ATTRIBUTE, None)
+    if cache is None:
+        cache = {}
+        setattr(options, _CACHE_ATTRIBUTE, cache)
+    return cache
+
+
+def installed(options: LintOptions, project: str) -> Installed:
+    """Where `project` is in the target environment and its version (once per lint invocation)."""
+    cache = _cache(options)
+    if ("installed", project) not in cache:
+        roots = {name: _root(options, name) for name in ROOT_OPTION}
+        cache[("installed", project)] = _find(options, project, roots)
+    return cache[("installed", project)]
+
+
+def _root(options: LintOptions, project: str) -> str | None:
+    return options.verl_root if project == "verl" else options.extra.get(ROOT_OPTION[project])
+
+
+def _find(options: LintOptions, project: str, roots: dict[str, str | None]) -> Installed:
+    if roots.get(project):
+        return probe_root(project, roots[project])  # type: ignore[arg-type]
+    if project == "mindstudio-probe":
+        for neighbour in ("sglang", "vllm-ascend"):
+            if roots.get(neighbour):
+                found = probe_root(project, roots[neighbour])  # type: ignore[arg-type]
+                if found.found:
+                    return found
+    return probe(options.extra.get("python"), (project,))[project]
+
+
+def target_given(options: LintOptions) -> bool:
+    """Did the user name the target environment (a root or --python)? Only then is an unknown
+    version worth a note: without a target, RL6xx checks what it can find and stays quiet."""
+    return bool(options.verl_root or options.extra.get("python") or any(options.extra.get(ROOT_OPTION[p])
+                                                                         for p in ("sglang", "vllm-ascend")))
+
+
+def version(ctx: LintContext, project: str, needed_for: Setting) -> Version | None:
+    """The project's version; when unknown for a named target, noted as skipped (RL002) at `needed_for`."""
+    found = installed(ctx.options, project).version
+    if found is None and target_given(ctx.options):
+        ctx.skipped.append(Skipped(ctx.rule.code, f"the {project} version (give --{ROOT_OPTION.get(project, 'python').replace('_', '-')} "
+                                   "or --python)", needed_for.span))
+    return found
+
+
+def dump_setting(run: Run, key: str) -> Setting | None:
+    """The override that sets `key` to a known, non-null value, if any."""
+    setting = run.setting(key)
+    if setting.source == "override" and setting.known and not setting.is_null():
+        return setting
+    return None
+
+
+# ---- RL605: the patch state, from `rlpatch verify --format json`
+
+
+def verify_states(ctx: LintContext, backend: str) -> tuple[list[dict[str, Any]], str | None]:
+    """(rule reports, error) of `rlpatch verify --mode consistency --backend B` for the target verl."""
+    options = ctx.options
+    command = [sys.executable, "-m", "rlpatch.cli", "verify", "--format", "json", "--mode", "consistency",
+               "--backend", backend]
+    if options.verl_root:
+        command += ["--verl-root", str(Path(options.verl_root).resolve())]
+    elif options.extra.get("python"):
+        command += ["--python", options.extra["python"]]
+    cache = _cache(options)
+    if ("verify", backend) not in cache:
+        cache[("verify", backend)] = _run_verify(command)
+    return cache[("verify", backend)]
+
+
+def _run_verify(command: list[str]) -> tuple[list[dict[str, Any]], str | None]:
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return [], f"rlpatch verify did not run: {err}"
+    try:
+        payload = json.loads(result.stdout)
+    except ValueError:
+        detail = (result.stderr.strip().splitlines() or ["no output"])[-1]
+        return [], detail.removeprefix("rlpatch: error: ")
+    return [rule for target in payload.get("targets", []) for rule in target.get("rules", [])], None
+
+
+def case_root(name: str) -> str:
+    """A tree of the repository's fixtures (the rule cases run against them)."""
+    return str(Path(__file__).resolve().parents[2] / "fixtures" / name)

@@ -1,0 +1,38 @@
+"""RL301: Hydra cannot parse an override.
+
+verl hands every `key=value` argument to Hydra's override parser. Things that bash passes through
+unchanged are fatal there: `~/` is not expanded after `key=` (bash expands `~` only at the start
+of a word or after `:` in assignments), `a,b` is a sweep that needs `--multirun`, a placeholder
+like `<path>` or a stray bracket is a syntax error. Hydra reports it seconds after start; on a
+cluster that is still a full queue cycle. Findings point at the offending character.
+"""
+
+from __future__ import annotations
+
+from rlpatch.lint import hydra_family
+from rlpatch.lintrule import Case, LintContext, LintRule
+
+_OPTIONS = hydra_family.case_options()
+
+
+class HydraGrammar(LintRule):
+    code = "RL301"
+    severity = "error"
+    summary = "override grammar error (Hydra's own override parser)"
+
+    VALID = (
+        Case("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm \\\n"
+             "    data.train_files=$HOME/data/train.parquet trainer.logger=[console,wandb]\n", options=_OPTIONS),
+        Case("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm \\\n"
+             "    trainer.logger='[console,wandb]'\n", options=_OPTIONS),
+    )
+    INVALID = (
+        Case("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm \\\n"
+             "    data.train_files=~/data/train.parquet\n", options=_OPTIONS, expect=[(2, 22)]),
+        Case("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm \\\n"
+             "    trainer.logger=console,wandb\n", options=_OPTIONS, expect=[(2, 20)]),
+        Case("MODEL=\"<path>\"\npython3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm actor_rollout_ref.model.path=$MODEL\n", options=_OPTIONS, expect=[(1, 8)]),
+    )
+
+    def check(self, ctx: LintContext) -> None:
+        hydra_family.report(ctx, self.code)

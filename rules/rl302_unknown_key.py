@@ -1,0 +1,43 @@
+"""RL302: a plain override names a key that the verl config does not have.
+
+Hydra composes verl's config in struct mode: `key=value` may only change an existing key ("Could
+not override ... To append to your config use +"). The schema is the real config of the verl that
+will run (`--verl-root`, `--verl-version`, or the verl installed for `--python`), composed with
+the script's config name and group overrides, so keys removed in a release are caught too
+(`megatron.grad_offload` from 0.9.1, `trainer.use_legacy_worker_impl` from 0.8.0). Keys below the
+empty `engine_kwargs.vllm` / `.sglang` / `.trtllm` dicts need `+` (the inference dump key itself is
+RL103). The message suggests the nearest existing key.
+"""
+
+from __future__ import annotations
+
+from rlpatch.lint import hydra_family
+from rlpatch.lintrule import Case, LintContext, LintRule
+
+_OPTIONS = hydra_family.case_options()
+
+
+class UnknownConfigKey(LintRule):
+    code = "RL302"
+    severity = "error"
+    summary = "plain override of a key the verl config does not have"
+
+    VALID = (
+        Case("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm trainer.nnodes=$SLURM_NNODES\n",
+             options=_OPTIONS),
+        Case("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm trainer.nnodes=2 \\\n"
+             "    +actor_rollout_ref.rollout.engine_kwargs.sglang.attention_backend=triton\n", options=_OPTIONS),
+    )
+    INVALID = (
+        Case("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm \\\n"
+             "    trainer.nnode=2\n", options=_OPTIONS, expect=[(2, 5)]),
+        Case("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=sglang \\\n"
+             "    actor_rollout_ref.rollout.engine_kwargs.sglang.attention_backend=triton\n", options=_OPTIONS, expect=[(2, 5)]),
+        Case("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm model_engine=megatrom\n", options=_OPTIONS, expect=[(1, 83)]),
+        # the value is only known on the cluster, the misspelt key is wrong everywhere
+        Case("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm \\\n"
+             "    trainer.n_gpu_per_node=$(nproc)\n", options=_OPTIONS, expect=[(2, 5)]),
+    )
+
+    def check(self, ctx: LintContext) -> None:
+        hydra_family.report(ctx, self.code)

@@ -1,0 +1,33 @@
+"""RL303: `+key=value` on a key that already exists with a non-null value.
+
+`+` means "add": Hydra refuses it when the key already holds a value ("Could not append to
+config. An item is already at ..."). It is allowed when the current value is null (a typical
+optional path such as `precision_debugger.config_path`) or when the new value is a list or dict.
+Drop the `+` to override the value, or use `++` (add or override).
+"""
+
+from __future__ import annotations
+
+from rlpatch.lint import hydra_family
+from rlpatch.lintrule import Case, LintContext, LintRule
+
+_OPTIONS = hydra_family.case_options()
+
+
+class PlusOnExistingKey(LintRule):
+    code = "RL303"
+    severity = "error"
+    summary = "+key on a key that already has a non-null value"
+
+    VALID = (
+        Case("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm \\\n"
+             "    +global_profiler.global_tool_config.precision_debugger.config_path=/c.json \\\n"
+             "    ++actor_rollout_ref.actor.fsdp_config.model_dtype=bfloat16\n", options=_OPTIONS),
+    )
+    INVALID = (
+        Case("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm \\\n"
+             "    +actor_rollout_ref.actor.fsdp_config.model_dtype=bfloat16\n", options=_OPTIONS, expect=[(2, 5)]),
+    )
+
+    def check(self, ctx: LintContext) -> None:
+        hydra_family.report(ctx, self.code)

@@ -1,0 +1,32 @@
+"""RL304: Megatron keys in a run that composes the FSDP config.
+
+`actor_rollout_ref.actor.megatron.*` (and the ref/critic equivalents) exist only when the
+Megatron engine is selected: `model_engine=megatron` from verl 0.8.0 (the `ppo_megatron_trainer`
+config name still works but is deprecated), `--config-name ppo_megatron_trainer` before. Without
+it Hydra rejects the keys, or worse, the user believes Megatron settings are in effect.
+"""
+
+from __future__ import annotations
+
+from rlpatch.lint import hydra_family
+from rlpatch.lintrule import Case, LintContext, LintRule
+
+_OPTIONS = hydra_family.case_options()
+
+
+class MegatronKeysWithoutMegatron(LintRule):
+    code = "RL304"
+    severity = "error"
+    summary = "Megatron keys without model_engine=megatron or the megatron config"
+
+    VALID = (
+        Case("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm model_engine=megatron \\\n"
+             "    actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2\n", options=_OPTIONS),
+    )
+    INVALID = (
+        Case("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm \\\n"
+             "    actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2\n", options=_OPTIONS, expect=[(2, 5)]),
+    )
+
+    def check(self, ctx: LintContext) -> None:
+        hydra_family.report(ctx, self.code)

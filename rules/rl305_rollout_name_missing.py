@@ -1,0 +1,29 @@
+"""RL305: `actor_rollout_ref.rollout.name` is not set.
+
+Since verl 0.6.0 the rollout backend has no default (`???`): Hydra composes without it and the
+job fails only after Ray has started and the workers are being built. Set it to `vllm`,
+`sglang`, `hf` or `trtllm`.
+"""
+
+from __future__ import annotations
+
+from rlpatch.lint import hydra_family
+from rlpatch.lintrule import Case, LintContext, LintRule
+
+_OPTIONS = hydra_family.case_options()
+
+
+class RolloutNameMissing(LintRule):
+    code = "RL305"
+    severity = "error"
+    summary = "actor_rollout_ref.rollout.name missing"
+
+    VALID = (
+        Case("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm\n", options=_OPTIONS),
+    )
+    INVALID = (
+        Case("python3 -m verl.trainer.main_ppo trainer.nnodes=1\n", options=_OPTIONS, expect=[(1, 12)]),
+    )
+
+    def check(self, ctx: LintContext) -> None:
+        hydra_family.report(ctx, self.code)

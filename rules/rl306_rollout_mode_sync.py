@@ -1,0 +1,29 @@
+"""RL306: `actor_rollout_ref.rollout.mode=sync` on verl 0.7 or newer.
+
+verl 0.7 removed the synchronous rollout; the value passes Hydra and is rejected only after Ray
+starts. Remove the override (async is the only mode).
+"""
+
+from __future__ import annotations
+
+from rlpatch.lint import hydra_family
+from rlpatch.lintrule import Case, LintContext, LintRule
+
+_OPTIONS = hydra_family.case_options()
+
+
+class RolloutModeSync(LintRule):
+    code = "RL306"
+    severity = "error"
+    summary = "rollout.mode=sync on verl >= 0.7"
+
+    VALID = (
+        Case("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.mode=async\n", options=_OPTIONS),
+    )
+    INVALID = (
+        Case("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm \\\n"
+             "    actor_rollout_ref.rollout.mode=sync\n", options=_OPTIONS, expect=[(2, 36)]),
+    )
+
+    def check(self, ctx: LintContext) -> None:
+        hydra_family.report(ctx, self.code)

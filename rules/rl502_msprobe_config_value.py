@@ -1,0 +1,36 @@
+"""RL502: a field of the msprobe config.json has a value mindstudio-probe rejects.
+
+Checked exactly as mindstudio-probe 26.2 checks it (a differential test asks msprobe itself on
+hundreds of generated configs): `task` (26.x rejects 8.x's `overflow_check`/`free_benchmark`, and
+`acc_check` has no PyTorch processor), `level`, `rank`/`step` (lists of ints in [0, 1000000] or
+"N"/"A-B" strings; booleans and floats are rejected), the booleans `async_dump`/`extra_info`/
+`dump_enable` (the string "false" is not a boolean), `precision`, `risk_level`, and the task
+section's `scope`, `list`, `data_mode`, `summary_mode`, `tensor_list`, `slice`, `request_id`,
+`diff_nums`.
+"""
+
+from __future__ import annotations
+
+from rlpatch.lint import msprobe_family
+from rlpatch.lintrule import Case, LintContext, LintRule
+
+_RUN0 = (
+    "python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm \\\n"
+    "    +actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config.dump_config_path=dump.json\n"
+)
+
+
+class MsprobeConfigValue(LintRule):
+    code = "RL502"
+    severity = "error"
+    summary = "msprobe config.json field with a value msprobe rejects"
+
+    VALID = (
+        Case(_RUN0, files={"dump.json": '{"task": "tensor", "dump_path": "/tmp/d", "level": "mix", "rank": [0, "2-3"]}\n'}),
+    )
+    INVALID = (
+        Case(_RUN0, files={"dump.json": '{\n  "task": "tensor",\n  "dump_path": "/tmp/d",\n  "async_dump": "false"\n}\n'}, expect=[(4, 17)]),
+    )
+
+    def check(self, ctx: LintContext) -> None:
+        msprobe_family.report(ctx, self.code)

@@ -1,0 +1,34 @@
+"""RL503: fields of the msprobe config.json that msprobe rejects in combination.
+
+Level `L2` needs task `tensor`, exactly one API in `list` and no `scope`; `async_dump: true` with
+task `tensor` needs a non-empty `list` (unless level `debug`) and never goes with
+`summary_mode: md5`; `nan_check` needs level `L1`, outputs in `data_mode`, and an NPU; `scope` is a
+range of exactly two full names (API names at L1, module names at L0, either at mix). A `structure`
+task at a level other than L0/mix is run as mix (a warning).
+"""
+
+from __future__ import annotations
+
+from rlpatch.lint import msprobe_family
+from rlpatch.lintrule import Case, LintContext, LintRule
+
+_RUN0 = (
+    "python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm \\\n"
+    "    +actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config.dump_config_path=dump.json\n"
+)
+
+
+class MsprobeConfigCrossField(LintRule):
+    code = "RL503"
+    severity = "error"
+    summary = "msprobe config.json cross-field rule broken"
+
+    VALID = (
+        Case(_RUN0, files={"dump.json": '{"task": "tensor", "dump_path": "/tmp/d", "level": "L2",\n "tensor": {"list": ["Functional.relu.0.forward"]}}\n'}),
+    )
+    INVALID = (
+        Case(_RUN0, files={"dump.json": '{"task": "statistics", "dump_path": "/tmp/d",\n "level": "L2"}\n'}, expect=[(2, 11)]),
+    )
+
+    def check(self, ctx: LintContext) -> None:
+        msprobe_family.report(ctx, self.code)

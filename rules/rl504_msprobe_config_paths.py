@@ -1,0 +1,34 @@
+"""RL504: a path msprobe will refuse.
+
+Before it creates the dump directory msprobe resolves `dump_path` and accepts only letters, digits
+and `_ . : / -` (no spaces, no non-ASCII), at most 4096 characters and 255 per name; the config
+file itself must end in `.json` and match the same pattern. A relative `dump_path` resolves against
+each worker's working directory (a warning). Standalone (`rlpatch lint config.json`), a config
+without `dump_path` is refused too ("The dump_path not found").
+"""
+
+from __future__ import annotations
+
+from rlpatch.lint import msprobe_family
+from rlpatch.lintrule import Case, LintContext, LintRule
+
+_RUN0 = (
+    "python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm \\\n"
+    "    +actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config.dump_config_path=dump.json\n"
+)
+
+
+class MsprobeConfigPaths(LintRule):
+    code = "RL504"
+    severity = "error"
+    summary = "msprobe config.json path rules (dump_path characters and length, config file name)"
+
+    VALID = (
+        Case(_RUN0, files={"dump.json": '{"task": "statistics", "dump_path": "/data/msprobe_dump", "level": "mix"}\n'}),
+    )
+    INVALID = (
+        Case(_RUN0, files={"dump.json": '{"task": "statistics",\n "dump_path": "/data/my dump", "level": "mix"}\n'}, expect=[(2, 15)]),
+    )
+
+    def check(self, ctx: LintContext) -> None:
+        msprobe_family.report(ctx, self.code)

@@ -1,0 +1,32 @@
+"""RL505: keys that msprobe ignores without a word.
+
+An unknown top-level key (a typo such as `dump_pth`), an option the task's section does not use,
+or a whole section for another task (`"task": "tensor"` with only a `"statistics": {...}` section,
+a common mistake) change nothing: the dump silently runs with defaults.
+"""
+
+from __future__ import annotations
+
+from rlpatch.lint import msprobe_family
+from rlpatch.lintrule import Case, LintContext, LintRule
+
+_RUN0 = (
+    "python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm \\\n"
+    "    +actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config.dump_config_path=dump.json\n"
+)
+
+
+class MsprobeConfigIgnoredKeys(LintRule):
+    code = "RL505"
+    severity = "warning"
+    summary = "msprobe config.json keys or sections msprobe ignores silently"
+
+    VALID = (
+        Case(_RUN0, files={"dump.json": '{"task": "tensor", "dump_path": "/tmp/d", "level": "mix", "tensor": {"scope": []}}\n'}),
+    )
+    INVALID = (
+        Case(_RUN0, files={"dump.json": '{"task": "tensor", "dump_path": "/tmp/d", "level": "mix",\n "statistics": {"scope": []}}\n'}, expect=[(2, 2)]),
+    )
+
+    def check(self, ctx: LintContext) -> None:
+        msprobe_family.report(ctx, self.code)

@@ -1,0 +1,32 @@
+"""RL506: the `rank` list names no rank this run has.
+
+msprobe dumps only on the listed ranks. With `trainer.n_gpus_per_node * trainer.nnodes` GPUs the
+ranks are 0 to world-1; a list such as `[8]` on an 8-GPU run produces no output at all, and
+nothing says so. Use `[]` (all ranks) or ranks that exist.
+"""
+
+from __future__ import annotations
+
+from rlpatch.lint import msprobe_family
+from rlpatch.lintrule import Case, LintContext, LintRule
+
+_RUN0 = (
+    "python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm trainer.n_gpus_per_node=8 trainer.nnodes=1 \\\n"
+    "    +actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config.dump_config_path=dump.json\n"
+)
+
+
+class MsprobeConfigRankOutsideRun(LintRule):
+    code = "RL506"
+    severity = "warning"
+    summary = "msprobe config.json rank list that no rank of this run is in"
+
+    VALID = (
+        Case(_RUN0, files={"dump.json": '{"task": "statistics", "dump_path": "/tmp/d", "level": "mix", "rank": [0, 7]}\n'}),
+    )
+    INVALID = (
+        Case(_RUN0, files={"dump.json": '{"task": "statistics", "dump_path": "/tmp/d", "level": "mix",\n "rank": [8]}\n'}, expect=[(2, 10)]),
+    )
+
+    def check(self, ctx: LintContext) -> None:
+        msprobe_family.report(ctx, self.code)

@@ -1,0 +1,128 @@
+"""RL501-RL507 on hand-written configs: codes, and positions inside the JSON file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rlpatch import jsonpos
+from rlpatch.msprobe_config import Options, check_file, check_text, is_valid
+
+CONFIG = """{
+  "task": "tensor",
+  "dump_path": "/data/dump",
+  "rank": [0, "2-1"],
+  "level": "mix",
+  "tensor": {
+    "data_mode": ["all", "input"],
+    "summary_mode": "sha",
+    "scope": ["Module.a.Linear.forward.0"]
+  },
+  "statistics": {},
+  "dump_pth": 1
+}
+"""
+
+
+def found(text: str, **options: object) -> list[tuple[str, int, int]]:
+    return [(f.code, f.line, f.column) for f in check_text(text, "c.json", Options(**options))]  # type: ignore[arg-type]
+
+
+def test_findings_point_inside_the_file() -> None:
+    assert found(CONFIG) == [
+        ("RL502", 4, 15),  # "2-1" runs backwards
+        ("RL502", 7, 18),  # data_mode: 'all' with others
+        ("RL502", 8, 21),  # summary_mode
+        ("RL503", 9, 14),  # scope must be a range of two names
+        ("RL505", 11, 3),  # the statistics section is ignored (key position)
+        ("RL505", 12, 3),  # unknown key, did you mean dump_path
+    ]
+
+
+def test_not_json_reports_the_decoder_position() -> None:
+    findings = check_text('{"task": "tensor",\n "level": }', "c.json")
+    assert [(f.code, f.line, f.column) for f in findings] == [("RL501", 2, 11)]
+    assert not is_valid(findings)
+
+
+def test_mode_expectations() -> None:
+    training = '{"task": "statistics", "level": "mix"}'
+    assert found(training, mode="training") == []  # verl passes dump_path itself
+    assert [c for c, *_ in found(training)] == ["RL504"]  # alone, msprobe needs a dump_path
+    consistency = '{"task": "statistics", "dump_path": "/d", "level": "L1"}'
+    assert [c for c, *_ in found(consistency, mode="consistency")] == ["RL507", "RL507"]
+    assert found('{"task": "tensor", "dump_path": "/d", "level": "L0"}', mode="consistency") == []
+
+
+def test_rank_list_outside_the_run() -> None:
+    text = '{"dump_path": "/d", "rank": [8, "9-10"]}'
+    assert [c for c, *_ in found(text, world_size=8)] == ["RL506"]
+    assert found(text, world_size=16) == []
+    assert found(text) == []
+
+
+def test_dump_path_rules() -> None:
+    assert [c for c, *_ in found('{"dump_path": "/d/with space"}')] == ["RL504"]
+    relative = check_text('{"dump_path": "out"}', "c.json")
+    assert [(f.code, f.severity) for f in relative] == [("RL504", "warning")]
+    assert is_valid(relative)
+
+
+def test_nan_check_needs_an_npu_only_when_known() -> None:
+    text = '{"task": "nan_check", "dump_path": "/d", "level": "L1"}'
+    assert found(text) == []
+    assert [c for c, *_ in found(text, npu=False)] == ["RL503"]
+
+
+def test_config_file_path_rules(tmp_path: Path) -> None:
+    named = tmp_path / "config.txt"
+    named.write_text('{"dump_path": "/d"}')
+    assert [f.code for f in check_file(named)] == ["RL504"]
+    assert [f.code for f in check_file(tmp_path / "missing.json")] == ["RL501"]
+    binary = tmp_path / "b.json"
+    binary.write_bytes(b"\xff\xfe{}")
+    assert [f.code for f in check_file(binary)] == ["RL501"]
+
+
+def test_positions_of_every_value() -> None:
+    document = jsonpos.parse('{"a": [1, {"b": "x\\"y"}],\n "c": NaN}')
+    assert document.values[("a", 1, "b")] == jsonpos.Span(1, 17, 1, 23)
+    assert document.keys[("c",)] == jsonpos.Span(2, 2, 2, 5)
+    assert document.values[("c",)] == jsonpos.Span(2, 7, 2, 10)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=5), children, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(json_values, st.sampled_from([None, 2]))
+def test_spans_cover_exactly_each_value(value: object, indent: int | None) -> None:
+    text = json.dumps(value, indent=indent)
+    document = jsonpos.parse(text)
+    offsets = [0] + [i + 1 for i, char in enumerate(text) if char == "\n"]
+    for path, span in document.values.items():
+        start = offsets[span.line - 1] + span.column - 1
+        end = offsets[span.end_line - 1] + span.end_column - 1
+        node = value
+        for part in path:
+            node = node[part]  # type: ignore[index]
+        assert json.loads(text[start:end]) == node
+
+
+@settings(max_examples=200, deadline=None)
+@given(json_values)
+def test_checker_never_raises(value: object) -> None:
+    check_text(json.dumps({"task": "tensor", "tensor": value, "rank": value, "level": value}), "c.json")
+    check_text(json.dumps(value), "c.json")
+
+
+@pytest.mark.parametrize("text", ["", "{", "[1,]", "\ufeff{}", "{'a': 1}"])
+def test_not_json(text: str) -> None:
+    assert [f.code for f in check_text(text, "c.json")] == ["RL501"]
