@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import functools
 import hashlib
 import importlib.util
 import json
@@ -117,7 +118,10 @@ class SchemaUnavailable(Exception):
     """The RL3xx family cannot run: no hydra-core, no verl tree, or the config does not compose."""
 
 
+@functools.lru_cache(maxsize=1)
 def hydra_available() -> bool:
+    # Memoised: asked once per run, and find_spec walks sys.path each time; what is installed does
+    # not change while rlpatch runs.
     return importlib.util.find_spec("hydra") is not None and importlib.util.find_spec("omegaconf") is not None
 
 

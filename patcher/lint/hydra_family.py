@@ -13,6 +13,7 @@ import os
 from rlpatch.envprobe import probe_here
 from rlpatch.hydra_schema import OverrideRecord, SchemaResult, lint_overrides
 from rlpatch.lint.model import Override
+from rlpatch.lint.versions_family import _cache
 from rlpatch.lintrule import LintContext, LintOptions
 
 _ATTRIBUTE = "_rlpatch_schema_result"
@@ -48,8 +49,14 @@ def _target_named(options: LintOptions) -> bool:
     schema check (no hydra-core, no config dir). Without any verl and without a target option the
     family stays silent, like RL5xx/RL6xx: a pre-commit hook on a laptop without verl would
     otherwise print the same note for every script."""
-    return bool(options.verl_root or options.extra.get("python") or options.extra.get("verl_version_given")
-                or probe_here(("verl",))["verl"].found)
+    if options.verl_root or options.extra.get("python") or options.extra.get("verl_version_given"):
+        return True
+    # Asked by six rules for every run: find_spec walks sys.path each time, so ask once per lint
+    # invocation (the versions family's per-options cache).
+    cache = _cache(options)
+    if ("verl found here",) not in cache:
+        cache[("verl found here",)] = probe_here(("verl",))["verl"].found
+    return cache[("verl found here",)]
 
 
 # A value the script computes at run time (`trainer.nnodes=$SLURM_NNODES`) is unknown, but its key is
