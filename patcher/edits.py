@@ -272,7 +272,7 @@ class _BodyRewriter(cst.CSTTransformer):
         plans = self._insert.get(key, [])
         dropped = self._remove.get(key, set())
         body: list[cst.BaseStatement] = []
-        for index, (before, after) in enumerate(zip(original.body, updated.body)):
+        for index, (before, after) in enumerate(zip(original.body, updated.body, strict=False)):
             for plan in plans:
                 if plan.anchor is before and plan.where == "before":
                     body.extend((*plan.statements, *_hoisted_assignment(plan)))

@@ -285,7 +285,7 @@ def planned_changes(session: Session, reports: Iterable[RuleReport]) -> list[Cha
         try:
             compile(code, str(source.path), "exec", dont_inherit=True)
         except SyntaxError as err:  # a bug in a rule, never the user's fault: refuse, write nothing
-            raise InputError(f"{source.path}: patched code does not compile ({err.msg}, line {err.lineno}); nothing written")
+            raise InputError(f"{source.path}: patched code does not compile ({err.msg}, line {err.lineno}); nothing written") from None
         changes.append(Change(root, relative, source.data, code.encode("utf-8"), source.mode, [rule for rule, _ in per_rule]))
     return changes
 

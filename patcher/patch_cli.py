@@ -20,7 +20,6 @@ from rlpatch.errors import EXIT_OK, EXIT_REFUSED, InputError, RefusedError
 from rlpatch.patchrule import PatchRule, Target
 from rlpatch.targets import OPTION_OF, imported_target, target_for_root
 
-
 # ---------------------------------------------------------------------------------------------
 # Options shared by every patch command
 # ---------------------------------------------------------------------------------------------

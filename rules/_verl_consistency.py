@@ -8,6 +8,7 @@ method they land in.
 from __future__ import annotations
 
 import libcst as cst
+
 from rlpatch.patchrule import Gate, PatchRule, Target, parse_statements, since_gate
 
 # The switch every consistency rule reads, spelled like the engine rules' DUMP_ON: 1/true/yes/on

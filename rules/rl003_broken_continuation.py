@@ -15,7 +15,6 @@ from functools import lru_cache
 from rlpatch.lintrule import Case, FileContext, LintRule
 from rlpatch.shell.source import Span
 
-
 # `\` + blanks at the end of a line, followed by an indented line (meant as a continuation).
 _SPACE_AFTER_BACKSLASH = re.compile(r"(?<!\\)\\[ \t]+(?=\n[ \t])")
 

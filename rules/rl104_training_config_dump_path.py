@@ -27,7 +27,7 @@ class TrainingConfigDumpPath(LintRule):
                     expect=[(3, 3)])]
 
     def check(self, ctx: LintContext) -> None:
-        for role, span, path, data, text in msprobe_configs(ctx, ("training",)):
+        for _role, span, path, data, text in msprobe_configs(ctx, ("training",)):
             if "dump_path" in data:
                 ctx.report("msprobe config sets dump_path, but verl's precision_debugger tool sets "
                            "{save_path}/step_N/{stage}: remove it", at=ctx.json_position(path, text, "dump_path"),

@@ -24,6 +24,6 @@ class InferenceConfigDumpPath(LintRule):
     INVALID = [Case(_RUN, files={"dump.json": '{"task": "statistics", "level": "mix"}\n'}, expect=[(3, 86)])]
 
     def check(self, ctx: LintContext) -> None:
-        for role, span, path, data, text in msprobe_configs(ctx, ("inference",)):
+        for _role, span, path, data, _text in msprobe_configs(ctx, ("inference",)):
             if not data.get("dump_path"):
                 ctx.report(f"{path}: the inference msprobe config must set dump_path", at=span)

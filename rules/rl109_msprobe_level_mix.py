@@ -30,7 +30,7 @@ class MsprobeLevelMix(LintRule):
     ]
 
     def check(self, ctx: LintContext) -> None:
-        for role, span, path, data, text in msprobe_configs(ctx):
+        for _role, span, path, data, text in msprobe_configs(ctx):
             level = data.get("level")
             if level == "mix" or (level is not None and str(level) in ctx.options.allow_level):
                 continue

@@ -38,6 +38,7 @@ from rlpatch.patchrule import (
     find_statements,
     parse_statements,
 )
+
 from . import _engine_dump as common
 
 PATH = "verl/workers/engine/fsdp/transformer_impl.py"

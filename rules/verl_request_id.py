@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import libcst as cst
 from libcst import matchers as m
+
 from rlpatch.edits import keyword_argument
 from rlpatch.patchrule import (
     AnchorError,
@@ -133,7 +134,7 @@ class VerlRequestId(VerlConsistencyRule):
         try:
             keyword_argument(anchor, "request_id")
         except ValueError as err:
-            raise AnchorError(where, "one one-line `request_id=` argument in server.generate.remote(...)", str(err))
+            raise AnchorError(where, "one one-line `request_id=` argument in server.generate.remote(...)", str(err)) from None
         output = _assigned_name(anchor)
         hoist = KeywordHoist(keyword="request_id", name="vllm_request_id")
         return [

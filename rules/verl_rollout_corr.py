@@ -14,6 +14,7 @@ imports it first thing in the function.
 from __future__ import annotations
 
 import libcst as cst
+
 from rlpatch.patchrule import Insertion, at_function_start
 
 from ._verl_consistency import PROMPTS_ONLY_IS_ON, VerlConsistencyRule

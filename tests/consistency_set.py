@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import libcst as cst
+
 from rlpatch import edits
 from rlpatch.patchrule import Insertion, PatchRule, Target
 from rlpatch.rules.verl_debug_metrics import VerlDebugMetrics

@@ -151,7 +151,7 @@ def _added_lines(original: str, patched: str) -> tuple[set[int], dict[int, int]]
     matcher = difflib.SequenceMatcher(a=original.splitlines(), b=patched.splitlines(), autojunk=False)
     added: set[int] = set()
     kept: dict[int, int] = {}
-    for tag, a1, a2, b1, b2 in matcher.get_opcodes():
+    for tag, a1, _a2, b1, b2 in matcher.get_opcodes():
         if tag == "equal":
             kept.update({b1 + k + 1: a1 + k + 1 for k in range(b2 - b1)})
         else:

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 from conftest import run_cli, snapshot
-from rlpatch.wheelcache import fresh_copy, unpacked_tree
 from scopecheck import scope_problems
+
+from rlpatch.wheelcache import fresh_copy, unpacked_tree
 
 pytestmark = pytest.mark.upstream
 

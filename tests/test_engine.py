@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import ENGINE_RULES, run_cli, run_rlpatch, snapshot
 
 FSDP = "verl/workers/engine/fsdp/transformer_impl.py"

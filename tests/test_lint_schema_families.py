@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from conftest import FIXTURES, run_cli
+
 from rlpatch.envprobe import probe_here, probe_interpreter, probe_root
 
 ENTRY = "python3 -m verl.trainer.main_ppo"

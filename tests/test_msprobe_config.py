@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from rlpatch import jsonpos
 from rlpatch.msprobe_config import Options, check_file, check_text, is_valid
 

@@ -14,11 +14,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+
 from rlpatch.msprobe_config import Options, check_file, is_valid
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from msprobe_cases import write_cases
+from msprobe_cases import write_cases  # noqa: E402 - a sibling helper module of the tests
 
 pytestmark = pytest.mark.runtime
 if importlib.util.find_spec("torch") is None or importlib.util.find_spec("msprobe") is None:
@@ -85,5 +86,5 @@ def test_singleton_reset_matches_fresh_processes(judged: tuple) -> None:
     sample += [p for p in late if not verdicts[str(p)]["valid"]][: FRESH_SAMPLE // 2]
     with ThreadPoolExecutor(2) as pool:
         fresh = list(pool.map(lambda path: ask_msprobe([path], root), sample))
-    for path, verdict in zip(sample, fresh):
+    for path, verdict in zip(sample, fresh, strict=False):
         assert verdict[str(path)]["valid"] == verdicts[str(path)]["valid"], path.name

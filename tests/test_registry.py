@@ -6,9 +6,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rlpatch import registry, rules
-
 from conftest import run_cli
+
+from rlpatch import registry, rules
 
 RULES_DIR = Path(rules.__file__).parent
 

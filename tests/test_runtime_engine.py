@@ -14,7 +14,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from conftest import run_cli
 
 pytestmark = pytest.mark.runtime

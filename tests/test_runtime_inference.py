@@ -21,8 +21,8 @@ from pathlib import Path
 from types import ModuleType, SimpleNamespace
 
 import pytest
-
 from conftest import FIXTURES, run_cli
+
 from rlpatch.rules.vllm_ascend_dispatch_logger import DISPATCH_LOGGER_SOURCE
 
 pytestmark = pytest.mark.runtime

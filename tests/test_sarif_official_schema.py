@@ -10,7 +10,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import run_cli
 
 pytestmark = pytest.mark.upstream

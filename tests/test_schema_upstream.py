@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_cli
+
 from rlpatch.versions import Version
 from rlpatch.wheelcache import fresh_copy, unpacked_tree
 
@@ -149,6 +150,7 @@ SINGLE_OVERRIDES = [
 def test_verdict_equals_hydra_compose(verl: tuple[Version, Path], override: str) -> None:
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
+
     from rlpatch.hydra_schema import OverrideRecord, lint_overrides
 
     _, root = verl

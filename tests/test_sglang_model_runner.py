@@ -6,14 +6,13 @@ from pathlib import Path
 
 import libcst as cst
 import pytest
+from conftest import SGLANG_NATIVE_VERSIONS, SGLANG_PATCHED_VERSIONS
+from rulecheck import assert_names_resolve, assert_patch_cycle
 
 from rlpatch.patchrule import AnchorError, Target
 from rlpatch.rules import sglang_model_runner as rule_module
 from rlpatch.rules.sglang_model_runner import MODEL_RUNNER, NATIVE_OVERRIDE, SglangModelRunner
 from rlpatch.versions import Version
-from rulecheck import assert_names_resolve, assert_patch_cycle
-
-from conftest import SGLANG_NATIVE_VERSIONS, SGLANG_PATCHED_VERSIONS
 
 RULE = SglangModelRunner()
 PATCHED_RELEASES = SGLANG_PATCHED_VERSIONS

@@ -16,9 +16,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from rlpatch.wheelcache import LINUX_X86_64, fresh_copy
-
 from conftest import (
     FIXTURES,
     SGLANG_NATIVE_VERSIONS,
@@ -27,6 +24,8 @@ from conftest import (
     run_cli,
     snapshot,
 )
+
+from rlpatch.wheelcache import LINUX_X86_64, fresh_copy
 
 SGLANG_RUNNER = "sglang/srt/model_executor/model_runner.py"
 VLLM_RUNNER = "vllm_ascend/worker/model_runner_v1.py"

@@ -12,10 +12,9 @@ import json
 import subprocess
 
 import pytest
+from conftest import ENGINE_RULES, VERL_ENGINE_VERSIONS, run_cli, snapshot
 
 from rlpatch.wheelcache import fresh_copy
-
-from conftest import ENGINE_RULES, VERL_ENGINE_VERSIONS, run_cli, snapshot
 
 pytestmark = pytest.mark.upstream
 

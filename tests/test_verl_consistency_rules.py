@@ -10,10 +10,11 @@ from pathlib import Path
 import libcst as cst
 import pytest
 from consistency_set import RULE_IDS, RULES, applicable, apply_set, site_states, strip_set
+from scopecheck import scope_problems
+
 from rlpatch import edits, registry
 from rlpatch.patchrule import AnchorError
 from rlpatch.rules.verl_request_id import VerlRequestId
-from scopecheck import scope_problems
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "verl_aux"
 RELEASES = ("0.7.0", "0.7.1", "0.8.0", "0.9.0", "0.9.1")

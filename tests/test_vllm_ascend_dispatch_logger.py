@@ -7,15 +7,14 @@ from pathlib import Path
 
 import libcst as cst
 import pytest
+from conftest import VLLM_ASCEND_STOP_SITES
+from rulecheck import assert_patch_cycle
 
 from rlpatch import edits
 from rlpatch.patchrule import AnchorError, Target
 from rlpatch.rules import vllm_ascend_dispatch_logger as rule_module
 from rlpatch.rules.vllm_ascend_dispatch_logger import LOGGER_FILE, MODEL_RUNNER, VllmAscendDispatchLogger
 from rlpatch.versions import Version
-from rulecheck import assert_patch_cycle
-
-from conftest import VLLM_ASCEND_STOP_SITES
 
 RULE = VllmAscendDispatchLogger()
 PATCHED_RELEASES = VLLM_ASCEND_STOP_SITES  # spec 6: 4 in 0.13, 3 in 0.18; 0.23: four _finalize_dump_data()

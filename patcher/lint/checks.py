@@ -49,7 +49,7 @@ def ints(ctx: LintContext, *keys: str) -> list[tuple[int, Setting]] | None:
     values = [s.as_int() for s in settings]
     if any(v is None for v in values):
         return None
-    return list(zip(values, settings))  # type: ignore[arg-type]
+    return list(zip(values, settings, strict=False))  # type: ignore[arg-type]
 
 
 def pick(*settings: Setting) -> Setting:

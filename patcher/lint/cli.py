@@ -173,7 +173,7 @@ def lint_cmd(ctx: click.Context, files: tuple[str, ...], fmt: str, select, ignor
     # One write: reporters write piecewise, and each write through click's stream wrapper costs.
     report = io.StringIO()
     REPORTERS[fmt](results, report)
-    click.get_text_stream("stdout").write(report.getvalue())
+    sys.stdout.write(report.getvalue())
     return exit_code(results, fail or "error", zero)
 
 

@@ -17,8 +17,7 @@ from functools import lru_cache
 
 from rlpatch.errors import InputError
 from rlpatch.lint.model import Run
-from rlpatch.lintrule import (SEVERITY_RANK, Case, FileContext, Finding, LintContext, LintOptions, LintRule,
-                              Skipped)
+from rlpatch.lintrule import SEVERITY_RANK, Case, FileContext, Finding, LintContext, LintOptions, LintRule, Skipped
 from rlpatch.shell import Evaluation, Evaluator, Options, SourceFile, parse_file
 from rlpatch.shell.source import Span
 from rlpatch.versions import Version

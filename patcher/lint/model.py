@@ -252,7 +252,7 @@ class Run:
         lines = text.splitlines()
         for key, value in _flatten(data):
             leaf = key.rsplit(".", 1)[-1]
-            line = next((i + 1 for i, l in enumerate(lines) if re.match(rf"\s*{re.escape(leaf)}\s*:", l)), 1)
+            line = next((i + 1 for i, text_line in enumerate(lines) if re.match(rf"\s*{re.escape(leaf)}\s*:", text_line)), 1)
             text_value = "null" if value is None else str(value)
             self.config_values[key] = (text_value, Span(path, line, 1, line, len(lines[line - 1]) + 1 if lines else 1))
 

@@ -167,7 +167,7 @@ class Fields:
         self.keep.append(False)
 
     def result(self) -> list[Word]:
-        return [tuple(field) for field, keep in zip(self.fields, self.keep) if field or keep]
+        return [tuple(field) for field, keep in zip(self.fields, self.keep, strict=False) if field or keep]
 
 
 class Expander:
