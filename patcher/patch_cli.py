@@ -179,19 +179,10 @@ def _check_git(targets: Sequence[Target], changed: dict[str, list[Path]], allow_
 @format_option
 def apply_cmd(**options: Any) -> int:
     """Apply the selected patch rules, all or nothing."""
-    rules, targets = _setup(options)
-    roots = [target.root for target in targets]
-    try:
-        return _apply(options, rules, targets, roots)
-    finally:
-        # A refusal or a no-op leaves no trace: the lock folder goes when nothing is applied.
-        for root in roots:
-            transaction.remove_state_if_empty(root)
-
-
-def _apply(options: dict[str, Any], rules: Sequence[PatchRule], targets: Sequence[Target], roots: list[str]) -> int:
     from rlpatch import engine
 
+    rules, targets = _setup(options)
+    roots = [target.root for target in targets]
     with transaction.locked_all(roots, create=not options["dry_run"]):
         if not options["dry_run"]:
             _recover(targets)
@@ -274,18 +265,10 @@ def status_cmd(**options: Any) -> int:
 @format_option
 def revert_cmd(**options: Any) -> int:
     """Take the selected rules out of the trees, restoring files byte for byte."""
-    rules, targets = _setup(options)
-    roots = [target.root for target in targets]
-    try:
-        return _revert(options, rules, targets, roots)
-    finally:
-        for root in roots:
-            transaction.remove_state_if_empty(root)
-
-
-def _revert(options: dict[str, Any], rules: Sequence[PatchRule], targets: Sequence[Target], roots: list[str]) -> int:
     from rlpatch import engine
 
+    rules, targets = _setup(options)
+    roots = [target.root for target in targets]
     with transaction.locked_all(roots):
         _recover(targets)
         session = Session(targets)

@@ -205,11 +205,19 @@ def locked(root: str, *, create: bool = True) -> Iterator[bool]:
 
 @contextmanager
 def locked_all(roots: list[str], *, create: bool = True) -> Iterator[None]:
-    """Lock several trees in a fixed order, so that two commands never deadlock."""
-    with ExitStack() as stack:
-        for root in sorted(set(roots)):
-            stack.enter_context(locked(root, create=create))
-        yield
+    """Lock several trees in a fixed order, so that two commands never deadlock.
+
+    On the way out, once the locks are released, a tree where nothing is applied loses its
+    `.rlpatch/` folder again: a refusal or a no-op leaves no trace.
+    """
+    try:
+        with ExitStack() as stack:
+            for root in sorted(set(roots)):
+                stack.enter_context(locked(root, create=create))
+            yield
+    finally:
+        for root in roots:
+            remove_state_if_empty(root)
 
 
 def remove_state_if_empty(root: str) -> None:
