@@ -20,7 +20,7 @@ from rlpatch.errors import InputError
 from rlpatch.patchrule import Package, Target
 from rlpatch.versions import Version
 
-# The distribution (PyPI) name of each package, as it appears in `*.dist-info` folder names.
+# The distribution (package index) name of each package, as it appears in `*.dist-info` folder names.
 DISTRIBUTIONS: dict[str, str] = {"verl": "verl", "sglang": "sglang", "vllm_ascend": "vllm_ascend"}
 OPTION_OF: dict[str, str] = {"verl": "--verl-root", "sglang": "--sglang-root", "vllm_ascend": "--vllm-ascend-root"}
 

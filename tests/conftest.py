@@ -22,7 +22,7 @@ ENGINE_RULES = ("verl-engine-fsdp", "verl-engine-megatron")
 
 # Every verl release that has the engine-worker files, and the newest, for the upstream tests.
 VERL_ENGINE_VERSIONS = ["0.6.0", "0.6.1", "0.7.0", "0.7.1", "0.8.0", "0.9.0", "0.9.1"]
-# Every SGLang release line the sglang-model-runner rule patches (PyPI has no 0.5.0), and releases
+# Every SGLang release line the sglang-model-runner rule patches (no 0.5.0 was released), and releases
 # with native msprobe support (0.5.23: the newest release when this was written).
 SGLANG_PATCHED_VERSIONS = [
     "0.4.3.post4",
