@@ -45,14 +45,14 @@ bench: $(STAMP)
 
 demo: $(STAMP)
 	rm -rf "$(DEMO_DIR)"
-	$(PY) -c "from rlpatch.wheelcache import fresh_copy; print('verl $(DEMO_VERL) unpacked at', fresh_copy('verl', '$(DEMO_VERL)', '$(DEMO_DIR)/verl-$(DEMO_VERL)'))"
+	$(PY) -c "from rlpatch.upstream.wheelcache import fresh_copy; print('verl $(DEMO_VERL) unpacked at', fresh_copy('verl', '$(DEMO_VERL)', '$(DEMO_DIR)/verl-$(DEMO_VERL)'))"
 	@echo "== rlpatch diff (first lines)" && $(RLPATCH) diff --verl-root "$(DEMO_DIR)/verl-$(DEMO_VERL)" | head -40
 	@echo "== rlpatch apply" && $(RLPATCH) apply --verl-root "$(DEMO_DIR)/verl-$(DEMO_VERL)"
 	@echo "== rlpatch verify" && $(RLPATCH) verify --verl-root "$(DEMO_DIR)/verl-$(DEMO_VERL)"
 	@echo "== rlpatch status --format json" && $(RLPATCH) status --verl-root "$(DEMO_DIR)/verl-$(DEMO_VERL)" --format json
 	@echo "== rlpatch revert" && $(RLPATCH) revert --verl-root "$(DEMO_DIR)/verl-$(DEMO_VERL)"
 	@echo "== rlpatch verify after revert (exit 1 expected: nothing applied)" && ! $(RLPATCH) verify --verl-root "$(DEMO_DIR)/verl-$(DEMO_VERL)"
-	$(PY) -c "from rlpatch.wheelcache import fresh_copy; print('sglang $(DEMO_SGLANG) unpacked at', fresh_copy('sglang', '$(DEMO_SGLANG)', '$(DEMO_DIR)/sglang-$(DEMO_SGLANG)'))"
+	$(PY) -c "from rlpatch.upstream.wheelcache import fresh_copy; print('sglang $(DEMO_SGLANG) unpacked at', fresh_copy('sglang', '$(DEMO_SGLANG)', '$(DEMO_DIR)/sglang-$(DEMO_SGLANG)'))"
 	@echo "== rlpatch apply --mode inference (SGLang)" && $(RLPATCH) apply --mode inference --sglang-root "$(DEMO_DIR)/sglang-$(DEMO_SGLANG)"
 	@echo "== rlpatch revert (SGLang)" && $(RLPATCH) revert --mode inference --sglang-root "$(DEMO_DIR)/sglang-$(DEMO_SGLANG)"
 	@echo "== rlpatch detect (a consistency launch script)" && $(RLPATCH) detect fixtures/lint/consistency/fsdp_vllm.sh

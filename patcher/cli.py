@@ -14,19 +14,19 @@ from typing import Any
 import click
 
 from rlpatch import __version__
-from rlpatch.errors import EXIT_USAGE, RlpatchError
+from rlpatch.errors import EXIT_USAGE, InputError, RlpatchError
 
 # command name -> (module, attribute, one-line help shown by `rlpatch --help`)
 COMMANDS: dict[str, tuple[str, str, str]] = {
-    "apply": ("rlpatch.patch_cli", "apply_cmd", "Apply the selected patch rules to the target trees."),
-    "verify": ("rlpatch.patch_cli", "verify_cmd", "Check structurally that the patches are in place."),
-    "status": ("rlpatch.patch_cli", "status_cmd", "Like verify, but always exit 0."),
-    "revert": ("rlpatch.patch_cli", "revert_cmd", "Restore every patched file byte for byte."),
-    "diff": ("rlpatch.patch_cli", "diff_cmd", "Print the unified diff apply would write; write nothing."),
-    "rules": ("rlpatch.patch_cli", "rules_cmd", "List the rules: id, target files, versions, summary."),
+    "apply": ("rlpatch.patch.cli", "apply_cmd", "Apply the selected patch rules to the target trees."),
+    "verify": ("rlpatch.patch.cli", "verify_cmd", "Check structurally that the patches are in place."),
+    "status": ("rlpatch.patch.cli", "status_cmd", "Like verify, but always exit 0."),
+    "revert": ("rlpatch.patch.cli", "revert_cmd", "Restore every patched file byte for byte."),
+    "diff": ("rlpatch.patch.cli", "diff_cmd", "Print the unified diff apply would write; write nothing."),
+    "rules": ("rlpatch.patch.cli", "rules_cmd", "List the rules: id, target files, versions, summary."),
     "lint": ("rlpatch.lint.cli", "lint_cmd", "Lint verl launch scripts without running them."),
     "detect": ("rlpatch.lint.cli", "detect_cmd", "Show what a launch script will run: mode, backends, sizes, env."),
-    "rule": ("rlpatch.lint.cli", "rule_cmd", "Show a lint rule's documentation (why, bad and good examples)."),
+    "rule": ("rlpatch.cli", "rule_cmd", "Show a lint rule's documentation (why, bad and good examples)."),
 }
 
 
@@ -83,6 +83,34 @@ def main(argv: list[str] | None = None) -> Any:
         sys.exit(EXIT_USAGE)
     # Commands return their exit code (click returns it too when a command calls ctx.exit).
     sys.exit(result if isinstance(result, int) else 0)
+
+
+@click.command("rule")
+@click.argument("code", required=False)
+def rule_cmd(code: str | None) -> int:
+    """Show a lint rule's documentation (why, a bad and a good example); without CODE, list them."""
+    # The one command that documents both rule families, so it lives with the entry point.
+    from rlpatch.lint.engine import rule_by_code, rule_classes
+    from rlpatch.lint.rule import SEVERITY_LETTER
+
+    if code is None:
+        for cls in rule_classes():
+            click.echo(f"{cls.code} {SEVERITY_LETTER[cls.severity]}  {cls.summary}")
+        click.echo("Patch rules: `rlpatch rules` lists them, `rlpatch rule ID` documents one.", err=True)
+        return 0
+    cls = rule_by_code(code)
+    if cls is None and not code.upper().startswith("RL"):
+        # Patch rules are documented here too; importing them (and libcst) only for this lookup.
+        from rlpatch.patch.cli import patch_rule_documentation
+
+        documentation = patch_rule_documentation(code)
+        if documentation is not None:
+            click.echo(documentation, nl=False)
+            return 0
+    if cls is None:
+        raise InputError(f"unknown rule code: {code} (see `rlpatch rule` and `rlpatch rules` for the lists)")
+    click.echo(cls.documentation(), nl=False)
+    return 0
 
 
 if __name__ == "__main__":

@@ -1,7 +1,12 @@
-"""Rule discovery: each rule module defines exactly one rule class; the registry instantiates it."""
+"""Rule discovery: each rule module defines exactly one rule class; the registry finds it.
+
+The one place where the wings meet the rules: the patch engine asks for `patch_rules()`, the linter
+for `lint_rule_classes()`. Each loads only its own family, so `rlpatch lint` never imports libcst.
+"""
 
 from __future__ import annotations
 
+import importlib
 from functools import lru_cache
 from types import ModuleType
 
@@ -22,6 +27,24 @@ def _rule_class(module: ModuleType, base: type) -> type:
 @lru_cache(maxsize=None)
 def patch_rules() -> tuple:
     """Every patch rule, in registry order (imports libcst: not for the lint path)."""
-    from rlpatch.patchrule import PatchRule
+    from rlpatch.patch.rule import PatchRule
 
     return tuple(_rule_class(module, PatchRule)() for module in rule_package.load(rule_package.PATCH_RULE_MODULES))
+
+
+@lru_cache(maxsize=None)
+def lint_rule_classes() -> tuple[type, ...]:
+    """Every lint rule class, sorted by code (imports no patch rule and no libcst)."""
+    from rlpatch.lint.rule import LintRule
+
+    classes = [_rule_class(module, LintRule) for module in rule_package.load(rule_package.LINT_RULE_MODULES)]
+    return tuple(sorted(classes, key=lambda cls: cls.code))
+
+
+def linter() -> ModuleType:
+    """The linter's API (`rlpatch.lint.api`) for the wings that lint what they write (`gen`).
+
+    Imported on first use, so that a wing that reaches the linter through here pays for it only
+    when it really lints.
+    """
+    return importlib.import_module("rlpatch.lint.api")

@@ -10,8 +10,8 @@ from __future__ import annotations
 import libcst as cst
 from libcst import matchers as m
 
-from rlpatch.patchrule import Gate, Target, blank_line_before, parse_statements
-from rlpatch.versions import Version
+from rlpatch.patch.rule import Gate, Target, blank_line_before, parse_statements
+from rlpatch.upstream.versions import Version
 
 # Switches read at run time; spec section 1.
 ENSURE_DEBUGGER = '''

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from rlpatch.patchrule import Gate, PatchRule, Target, parse_statements, since_gate
+from rlpatch.patch.rule import Gate, PatchRule, Target, parse_statements, since_gate
 
 # The switch every consistency rule reads, spelled like the engine rules' DUMP_ON: 1/true/yes/on
 # mean on, anything else (unset included) off. The msprobe guide sets PROMPTS_ONLY=1.

@@ -10,7 +10,7 @@ run time, or the script is not a verl launch script at all.
 
 from __future__ import annotations
 
-from rlpatch.lintrule import Case, FileContext, LintRule
+from rlpatch.lint.rule import Case, FileContext, LintRule
 from rlpatch.shell.source import Span
 
 

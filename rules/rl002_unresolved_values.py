@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from rlpatch.lintrule import Case, FileContext, LintRule
+from rlpatch.lint.rule import Case, FileContext, LintRule
 from rlpatch.shell.source import Span
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from rlpatch.lintrule import Case, FileContext, LintRule
+from rlpatch.lint.rule import Case, FileContext, LintRule
 from rlpatch.shell.source import Span
 
 # `\` + blanks at the end of a line, followed by an indented line (meant as a continuation).

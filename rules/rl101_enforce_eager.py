@@ -9,7 +9,7 @@ verl maps `enforce_eager` to `disable_cuda_graph`. verl's default is False.
 from __future__ import annotations
 
 from rlpatch.lint.checks import expect_value
-from rlpatch.lintrule import Case, LintContext, LintRule
+from rlpatch.lint.rule import Case, LintContext, LintRule
 
 _VLLM = "    +actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config.dump_config_path=dump.json \\\n"
 

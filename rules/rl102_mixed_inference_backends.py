@@ -9,8 +9,8 @@ configuring both means one of them is dead. `rollout.name=vllm` goes with
 
 from __future__ import annotations
 
-from rlpatch.lint.model import ROLLOUT, SGLANG_DUMP_KEYS
-from rlpatch.lintrule import Case, LintContext, LintRule
+from rlpatch.lint.rule import Case, LintContext, LintRule
+from rlpatch.shell.model import ROLLOUT, SGLANG_DUMP_KEYS
 
 _VLLM_KEY = "+actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config.dump_config_path=dump.json"
 _SGLANG_KEY = "+actor_rollout_ref.rollout.engine_kwargs.sglang.msprobe_dump_config=dump.json"

@@ -7,7 +7,7 @@ below them does not exist in verl's config and a plain `key=value` override fail
 
 from __future__ import annotations
 
-from rlpatch.lintrule import Case, LintContext, LintRule
+from rlpatch.lint.rule import Case, LintContext, LintRule
 
 _KEY = "actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config.dump_config_path"
 

@@ -9,7 +9,7 @@ depending on the version). Remove `dump_path` and set `global_profiler.save_path
 from __future__ import annotations
 
 from rlpatch.lint.checks import msprobe_configs
-from rlpatch.lintrule import Case, LintContext, LintRule
+from rlpatch.lint.rule import Case, LintContext, LintRule
 
 _RUN = ("python3 -m verl.trainer.main_ppo \\\n    global_profiler.tool=precision_debugger \\\n"
         "    global_profiler.steps=[1] global_profiler.save_path=/tmp/dump \\\n"

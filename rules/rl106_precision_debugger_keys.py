@@ -10,7 +10,7 @@ three are needed before the job is worth its queue time.
 from __future__ import annotations
 
 from rlpatch.lint.checks import MSPROBE_CONFIG_KEY
-from rlpatch.lintrule import Case, LintContext, LintRule
+from rlpatch.lint.rule import Case, LintContext, LintRule
 
 _TOOL = "python3 -m verl.trainer.main_ppo \\\n    global_profiler.tool=precision_debugger \\\n"
 _CONFIG = f"    +{MSPROBE_CONFIG_KEY}=msprobe.json"

@@ -11,7 +11,7 @@ actor profiler must be on. Otherwise the run finishes with empty dump folders.
 
 from __future__ import annotations
 
-from rlpatch.lintrule import Case, LintContext, LintRule
+from rlpatch.lint.rule import Case, LintContext, LintRule
 
 STAGES_KEY = "global_profiler.global_tool_config.precision_debugger.stages"
 STAGE_ROLES = {

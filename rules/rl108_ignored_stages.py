@@ -8,7 +8,7 @@ looks like coverage that the run will not produce.
 
 from __future__ import annotations
 
-from rlpatch.lintrule import Case, LintContext, LintRule
+from rlpatch.lint.rule import Case, LintContext, LintRule
 from rlpatch.rules.rl107_precision_debugger_stages import STAGES_KEY
 
 NEVER_COLLECTED = {"compute_values": "critic stages are not collected on the engine path",

@@ -9,7 +9,7 @@ boundaries. If another level is intended, say so with `--allow-level L1` (or `al
 from __future__ import annotations
 
 from rlpatch.lint.checks import msprobe_configs
-from rlpatch.lintrule import Case, LintContext, LintRule
+from rlpatch.lint.rule import Case, LintContext, LintRule
 
 _RUN = ("python3 -m verl.trainer.main_ppo \\\n    actor_rollout_ref.rollout.name=vllm \\\n"
         "    +actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config.dump_config_path=dump.json\n")

@@ -7,8 +7,8 @@ verl version comes from `--verl-version`, `--verl-root` or `[tool.rlpatch]` (def
 
 from __future__ import annotations
 
-from rlpatch.lintrule import Case, LintContext, LintRule
-from rlpatch.versions import Version
+from rlpatch.lint.rule import Case, LintContext, LintRule
+from rlpatch.upstream.versions import Version
 
 _RUN = "python3 -m verl.trainer.main_ppo \\\n    global_profiler.tool=precision_debugger\n"
 

@@ -8,7 +8,7 @@ over the same debugger: dumps are cut short or land in the wrong folder. Use one
 
 from __future__ import annotations
 
-from rlpatch.lintrule import Case, LintContext, LintRule
+from rlpatch.lint.rule import Case, LintContext, LintRule
 
 ENGINE_PATCH_ENV = ("DUMP_ON", "MSPROBE_ACTOR_CONFIG")
 _TOOL = "python3 -m verl.trainer.main_ppo global_profiler.tool=precision_debugger"

@@ -10,8 +10,8 @@ of the batch and inference ranks cannot be paired with training ranks.
 from __future__ import annotations
 
 from rlpatch.lint.checks import ints, pick, related_of
-from rlpatch.lint.defaults import ROLLOUT
-from rlpatch.lintrule import Case, LintContext, LintRule
+from rlpatch.lint.rule import Case, LintContext, LintRule
+from rlpatch.shell.defaults import ROLLOUT
 
 _PY = "python3 -m verl.trainer.main_ppo \\\n    trainer.n_gpus_per_node=8 \\\n"
 _C = {"mode": "consistency"}

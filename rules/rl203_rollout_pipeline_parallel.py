@@ -8,8 +8,8 @@ per-rank dumps can no longer be paired.
 
 from __future__ import annotations
 
-from rlpatch.lint.defaults import ACTOR, REF, ROLLOUT
-from rlpatch.lintrule import Case, LintContext, LintRule
+from rlpatch.lint.rule import Case, LintContext, LintRule
+from rlpatch.shell.defaults import ACTOR, REF, ROLLOUT
 
 _PP = f"{ROLLOUT}.pipeline_model_parallel_size"
 

@@ -9,8 +9,8 @@ weights the rollout generated with: training and inference dumps cannot agree. S
 from __future__ import annotations
 
 from rlpatch.lint.checks import ints, pick, related_of
-from rlpatch.lint.defaults import ACTOR
-from rlpatch.lintrule import Case, LintContext, LintRule
+from rlpatch.lint.rule import Case, LintContext, LintRule
+from rlpatch.shell.defaults import ACTOR
 
 _C = {"mode": "consistency"}
 

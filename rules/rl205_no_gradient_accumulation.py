@@ -10,8 +10,8 @@ be set explicitly (null means dynamic or derived sizes).
 from __future__ import annotations
 
 from rlpatch.lint.checks import ints, pick, related_of
-from rlpatch.lint.defaults import ACTOR, ROLLOUT
-from rlpatch.lintrule import Case, LintContext, LintRule
+from rlpatch.lint.rule import Case, LintContext, LintRule
+from rlpatch.shell.defaults import ACTOR, ROLLOUT
 
 MICRO = f"{ACTOR}.ppo_micro_batch_size_per_gpu"
 _PY = "python3 -m verl.trainer.main_ppo trainer.n_gpus_per_node=8 \\\n"

@@ -8,8 +8,8 @@ aligned.
 from __future__ import annotations
 
 from rlpatch.lint.checks import expect_value
-from rlpatch.lint.defaults import ACTOR, REF
-from rlpatch.lintrule import Case, LintContext, LintRule
+from rlpatch.lint.rule import Case, LintContext, LintRule
+from rlpatch.shell.defaults import ACTOR, REF
 
 _C = {"mode": "consistency"}
 

@@ -9,8 +9,8 @@ log-prob and the rollout log-prob, and give `ref.log_prob_micro_batch_size_per_g
 from __future__ import annotations
 
 from rlpatch.lint.checks import expect_value
-from rlpatch.lint.defaults import ACTOR, REF, ROLLOUT
-from rlpatch.lintrule import Case, LintContext, LintRule
+from rlpatch.lint.rule import Case, LintContext, LintRule
+from rlpatch.shell.defaults import ACTOR, REF, ROLLOUT
 
 _C = {"mode": "consistency"}
 _GOOD = (f"python3 -m verl.trainer.main_ppo \\\n    {ACTOR}.use_dynamic_bsz=False \\\n"

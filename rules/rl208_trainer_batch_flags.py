@@ -10,7 +10,7 @@ while the inference side does not. verl's defaults are True, True, True.
 from __future__ import annotations
 
 from rlpatch.lint.checks import expect_value
-from rlpatch.lintrule import Case, LintContext, LintRule
+from rlpatch.lint.rule import Case, LintContext, LintRule
 
 _C = {"mode": "consistency"}
 _GOOD = ("python3 -m verl.trainer.main_ppo \\\n    trainer.balance_batch=False \\\n    trainer.val_before_train=False \\\n"

@@ -9,8 +9,8 @@ version (`--verl-version`, `--verl-root`, default newest).
 from __future__ import annotations
 
 from rlpatch.lint.checks import expect_value
-from rlpatch.lint.defaults import rollout_skip_key
-from rlpatch.lintrule import Case, LintContext, LintRule
+from rlpatch.lint.rule import Case, LintContext, LintRule
+from rlpatch.shell.defaults import rollout_skip_key
 
 _C = {"mode": "consistency"}
 

@@ -9,7 +9,7 @@ recomputing them: either way the training forward no longer matches the inferenc
 from __future__ import annotations
 
 from rlpatch.lint.checks import expect_value
-from rlpatch.lintrule import Case, LintContext, LintRule
+from rlpatch.lint.rule import Case, LintContext, LintRule
 
 RC = "algorithm.rollout_correction"
 _C = {"mode": "consistency"}

@@ -9,7 +9,7 @@ training dump. `TORCHDYNAMO_DISABLE=1` is recommended (a compiled forward is not
 
 from __future__ import annotations
 
-from rlpatch.lintrule import Case, LintContext, LintRule
+from rlpatch.lint.rule import Case, LintContext, LintRule
 
 PHASES = ("log_prob", "update_actor", "all")
 _INFER = "+actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config.dump_config_path=d.json"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from rlpatch.lintrule import Case, LintContext, LintRule
+from rlpatch.lint.rule import Case, LintContext, LintRule
 
 RUNTIME_ENV_PREFIX = "ray_kwargs.ray_init.runtime_env.env_vars."
 WATCHED = ("DUMP_ON", "PROMPTS_ONLY", "MSPROBE_ACTOR_CONFIG", "DUMP_PHASE", "TORCHDYNAMO_DISABLE")

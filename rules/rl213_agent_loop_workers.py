@@ -8,8 +8,8 @@ dumps no longer line up with the training batch order.
 from __future__ import annotations
 
 from rlpatch.lint.checks import ints, pick, related_of
-from rlpatch.lint.defaults import ROLLOUT
-from rlpatch.lintrule import Case, LintContext, LintRule
+from rlpatch.lint.rule import Case, LintContext, LintRule
+from rlpatch.shell.defaults import ROLLOUT
 
 _C = {"mode": "consistency"}
 

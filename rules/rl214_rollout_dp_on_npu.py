@@ -7,8 +7,8 @@ not the training order, and the DP coordination paths are not hooked by the dump
 
 from __future__ import annotations
 
-from rlpatch.lint.defaults import ROLLOUT
-from rlpatch.lintrule import Case, LintContext, LintRule
+from rlpatch.lint.rule import Case, LintContext, LintRule
+from rlpatch.shell.defaults import ROLLOUT
 
 DP = f"{ROLLOUT}.data_parallel_size"
 

@@ -10,7 +10,7 @@ cluster that is still a full queue cycle. Findings point at the offending charac
 from __future__ import annotations
 
 from rlpatch.lint import hydra_family
-from rlpatch.lintrule import Case, LintContext, LintRule
+from rlpatch.lint.rule import Case, LintContext, LintRule
 
 _OPTIONS = hydra_family.case_options()
 

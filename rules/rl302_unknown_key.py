@@ -12,7 +12,7 @@ RL103). The message suggests the nearest existing key.
 from __future__ import annotations
 
 from rlpatch.lint import hydra_family
-from rlpatch.lintrule import Case, LintContext, LintRule
+from rlpatch.lint.rule import Case, LintContext, LintRule
 
 _OPTIONS = hydra_family.case_options()
 

@@ -9,7 +9,7 @@ Drop the `+` to override the value, or use `++` (add or override).
 from __future__ import annotations
 
 from rlpatch.lint import hydra_family
-from rlpatch.lintrule import Case, LintContext, LintRule
+from rlpatch.lint.rule import Case, LintContext, LintRule
 
 _OPTIONS = hydra_family.case_options()
 

@@ -9,7 +9,7 @@ it Hydra rejects the keys, or worse, the user believes Megatron settings are in 
 from __future__ import annotations
 
 from rlpatch.lint import hydra_family
-from rlpatch.lintrule import Case, LintContext, LintRule
+from rlpatch.lint.rule import Case, LintContext, LintRule
 
 _OPTIONS = hydra_family.case_options()
 

@@ -8,7 +8,7 @@ job fails only after Ray has started and the workers are being built. Set it to 
 from __future__ import annotations
 
 from rlpatch.lint import hydra_family
-from rlpatch.lintrule import Case, LintContext, LintRule
+from rlpatch.lint.rule import Case, LintContext, LintRule
 
 _OPTIONS = hydra_family.case_options()
 

@@ -8,8 +8,8 @@ the actor model is built (minutes in). World = `trainer.n_gpus_per_node * traine
 from __future__ import annotations
 
 from rlpatch.lint.checks import ints, pick, related_of
-from rlpatch.lint.defaults import ROLLOUT
-from rlpatch.lintrule import Case, LintContext, LintRule
+from rlpatch.lint.rule import Case, LintContext, LintRule
+from rlpatch.shell.defaults import ROLLOUT
 
 _PY = "python3 -m verl.trainer.main_ppo trainer.n_gpus_per_node=8 \\\n"
 

@@ -8,7 +8,7 @@ finding points at the line and column where the JSON decoder stops.
 from __future__ import annotations
 
 from rlpatch.lint import msprobe_family
-from rlpatch.lintrule import Case, LintContext, LintRule
+from rlpatch.lint.rule import Case, LintContext, LintRule
 
 _RUN0 = (
     "python3 -m verl.trainer.main_ppo \\\n"

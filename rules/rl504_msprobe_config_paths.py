@@ -10,7 +10,7 @@ without `dump_path` is refused too ("The dump_path not found").
 from __future__ import annotations
 
 from rlpatch.lint import msprobe_family
-from rlpatch.lintrule import Case, LintContext, LintRule
+from rlpatch.lint.rule import Case, LintContext, LintRule
 
 _RUN0 = (
     "python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm \\\n"

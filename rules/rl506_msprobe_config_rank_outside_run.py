@@ -8,7 +8,7 @@ nothing says so. Use `[]` (all ranks) or ranks that exist.
 from __future__ import annotations
 
 from rlpatch.lint import msprobe_family
-from rlpatch.lintrule import Case, LintContext, LintRule
+from rlpatch.lint.rule import Case, LintContext, LintRule
 
 _RUN0 = (
     "python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm trainer.n_gpus_per_node=8 trainer.nnodes=1 \\\n"

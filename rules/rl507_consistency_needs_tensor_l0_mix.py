@@ -8,7 +8,7 @@ collected for hours cannot be aligned afterwards.
 from __future__ import annotations
 
 from rlpatch.lint import msprobe_family
-from rlpatch.lintrule import Case, LintContext, LintRule
+from rlpatch.lint.rule import Case, LintContext, LintRule
 
 _RUN0 = (
     "export DUMP_ON=1 PROMPTS_ONLY=1\npython3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm \\\n"

@@ -8,7 +8,7 @@ is ignored silently: the run produces no dump.
 from __future__ import annotations
 
 from rlpatch.lint import versions_family
-from rlpatch.lintrule import Case, LintContext, LintRule
+from rlpatch.lint.rule import Case, LintContext, LintRule
 
 _RUN0 = (
     "python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm \\\n"

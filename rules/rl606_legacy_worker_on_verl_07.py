@@ -8,7 +8,7 @@ the only one).
 
 from __future__ import annotations
 
-from rlpatch.lintrule import Case, LintContext, LintRule
+from rlpatch.lint.rule import Case, LintContext, LintRule
 
 _RUN0 = (
     "export DUMP_ON=1 PROMPTS_ONLY=1\n"

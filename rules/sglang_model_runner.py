@@ -29,8 +29,8 @@ from __future__ import annotations
 import libcst as cst
 from libcst import matchers as m
 
-from rlpatch.edits import Edit, Wrap
-from rlpatch.patchrule import (
+from rlpatch.patch.edits import Edit, Wrap
+from rlpatch.patch.rule import (
     AnchorError,
     Gate,
     Insertion,
@@ -46,7 +46,7 @@ from rlpatch.patchrule import (
     read_tree_file,
     self_attribute,
 )
-from rlpatch.versions import Version
+from rlpatch.upstream.versions import Version
 
 RULE_ID = "sglang-model-runner"
 MODEL_RUNNER = "sglang/srt/model_executor/model_runner.py"

@@ -17,7 +17,7 @@ from __future__ import annotations
 import libcst as cst
 from libcst import matchers as m
 
-from rlpatch.patchrule import AnchorError, Insertion, at_function_start
+from rlpatch.patch.rule import AnchorError, Insertion, at_function_start
 
 from ._verl_consistency import PROMPTS_ONLY_IS_ON, VerlConsistencyRule
 

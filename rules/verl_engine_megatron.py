@@ -24,7 +24,7 @@ from typing import ClassVar
 import libcst as cst
 from libcst import matchers as m
 
-from rlpatch.patchrule import (
+from rlpatch.patch.rule import (
     AnchorError,
     Gate,
     Insertion,

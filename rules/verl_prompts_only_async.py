@@ -15,7 +15,7 @@ from __future__ import annotations
 import libcst as cst
 from libcst import matchers as m
 
-from rlpatch.patchrule import Insertion, exactly_one, find_class, find_method, find_statements
+from rlpatch.patch.rule import Insertion, exactly_one, find_class, find_method, find_statements
 
 from ._verl_consistency import VerlConsistencyRule, trim_to_prompts
 

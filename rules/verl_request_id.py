@@ -8,7 +8,7 @@ downstream knows it. The patch binds it to a local `vllm_request_id` right befor
 `output.extra_fields["request_id"]` right after the call; verl then carries it through the
 agent-loop output into `DataProto.non_tensor_batch["request_id"]` and the engine's micro-batches.
 
-Binding the id changes the call's `request_id=` argument: that is a hoist (rlpatch.edits), and
+Binding the id changes the call's `request_id=` argument: that is a hoist (rlpatch.patch.edits), and
 revert puts the original expression back byte for byte.
 
 Spec: patches.md section 4 (request id). Three anchor generations, located by structure:
@@ -26,8 +26,8 @@ from __future__ import annotations
 import libcst as cst
 from libcst import matchers as m
 
-from rlpatch.edits import keyword_argument
-from rlpatch.patchrule import (
+from rlpatch.patch.edits import keyword_argument
+from rlpatch.patch.rule import (
     AnchorError,
     Gate,
     Insertion,

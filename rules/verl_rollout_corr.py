@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from rlpatch.patchrule import Insertion, at_function_start
+from rlpatch.patch.rule import Insertion, at_function_start
 
 from ._verl_consistency import PROMPTS_ONLY_IS_ON, VerlConsistencyRule
 

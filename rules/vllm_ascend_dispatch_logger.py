@@ -26,7 +26,7 @@ from __future__ import annotations
 import libcst as cst
 from libcst import matchers as m
 
-from rlpatch.patchrule import (
+from rlpatch.patch.rule import (
     AnchorError,
     Block,
     Gate,
@@ -44,7 +44,7 @@ from rlpatch.patchrule import (
     read_tree_file,
     self_attribute,
 )
-from rlpatch.versions import Version
+from rlpatch.upstream.versions import Version
 
 RULE_ID = "vllm-ascend-dispatch-logger"
 MODEL_RUNNER = "vllm_ascend/worker/model_runner_v1.py"

@@ -32,7 +32,7 @@ def medians(root: list[str]) -> dict[str, float]:
 
 
 def main() -> int:
-    from rlpatch.wheelcache import LINUX_X86_64, fresh_copy
+    from rlpatch.upstream.wheelcache import LINUX_X86_64, fresh_copy
 
     workdir = Path(tempfile.mkdtemp(prefix="rlpatch-bench-inference-"))
     try:

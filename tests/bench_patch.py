@@ -37,7 +37,7 @@ def median_of(action, before=None) -> float:
 
 
 def main() -> int:
-    from rlpatch.wheelcache import fresh_copy
+    from rlpatch.upstream.wheelcache import fresh_copy
 
     workdir = Path(tempfile.mkdtemp(prefix="rlpatch-bench-"))
     try:

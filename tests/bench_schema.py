@@ -53,7 +53,7 @@ def lint_seconds(script: Path, root: Path, cache: Path) -> float:
 
 
 def main() -> int:
-    from rlpatch.wheelcache import unpacked_tree
+    from rlpatch.upstream.wheelcache import unpacked_tree
 
     root = unpacked_tree("verl", VERL)  # downloaded outside the measurement
     with tempfile.TemporaryDirectory(prefix="rlpatch-bench-schema-") as tmp:

@@ -93,7 +93,7 @@ def verl_tree(tmp_path):
     """A factory: a writable copy of a released verl wheel's tree (downloaded once, cached)."""
 
     def make(version: str, name: str = "tree") -> Path:
-        from rlpatch.wheelcache import fresh_copy
+        from rlpatch.upstream.wheelcache import fresh_copy
 
         return fresh_copy("verl", version, tmp_path / f"{name}-{version}")
 

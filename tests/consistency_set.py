@@ -1,4 +1,4 @@
-"""Test helper: the verl consistency rules applied to a tree through rlpatch.edits alone.
+"""Test helper: the verl consistency rules applied to a tree through rlpatch.patch.edits alone.
 
 The engine (apply/verify/revert with manifest and transaction) is tested through the CLI elsewhere;
 this helper exercises exactly what each rule hands the engine (its insertions) with the three edit
@@ -12,15 +12,15 @@ from pathlib import Path
 
 import libcst as cst
 
-from rlpatch import edits
-from rlpatch.patchrule import Insertion, PatchRule, Target
+from rlpatch.patch import edits
+from rlpatch.patch.rule import Insertion, PatchRule, Target
 from rlpatch.rules.verl_debug_metrics import VerlDebugMetrics
 from rlpatch.rules.verl_prompts_only import VerlPromptsOnly
 from rlpatch.rules.verl_prompts_only_async import VerlPromptsOnlyAsync
 from rlpatch.rules.verl_request_id import VerlRequestId
 from rlpatch.rules.verl_request_id_async import VerlRequestIdAsync
 from rlpatch.rules.verl_rollout_corr import VerlRolloutCorr
-from rlpatch.versions import Version
+from rlpatch.upstream.versions import Version
 
 RULES: tuple[type[PatchRule], ...] = (
     VerlPromptsOnly, VerlPromptsOnlyAsync, VerlDebugMetrics, VerlRolloutCorr, VerlRequestId, VerlRequestIdAsync,

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 import libcst as cst
 from libcst.metadata import ClassScope, FunctionScope, MetadataWrapper, Scope, ScopeProvider
 
-from rlpatch import edits
-from rlpatch.patchrule import PatchRule
+from rlpatch.patch import edits
+from rlpatch.patch.rule import PatchRule
 
 
 @dataclass

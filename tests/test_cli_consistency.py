@@ -10,7 +10,7 @@ import pytest
 from conftest import run_cli, snapshot
 from scopecheck import scope_problems
 
-from rlpatch.wheelcache import fresh_copy, unpacked_tree
+from rlpatch.upstream.wheelcache import fresh_copy, unpacked_tree
 
 pytestmark = pytest.mark.upstream
 

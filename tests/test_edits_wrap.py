@@ -5,8 +5,8 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
-from rlpatch import edits
-from rlpatch.patchrule import Insertion, body_of, find_class, find_method, parse_statements
+from rlpatch.patch import edits
+from rlpatch.patch.rule import Insertion, body_of, find_class, find_method, parse_statements
 
 # Shapes whose bytes a careless re-indent would change: comments at column 0 and at block level,
 # parenthesised and backslash continuations, multi-line strings, nested blocks, tabs, CRLF.

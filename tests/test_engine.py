@@ -368,11 +368,12 @@ def test_git_commit_option(git_tree):
 
 
 def test_works_without_a_git_binary(git_tree, tmp_path):
+    # PATH holds no git; the interpreter is called by its real path (a symlink to a venv's python
+    # elsewhere is no longer that venv: it has no pyvenv.cfg beside it, so rlpatch would be missing).
     bare_path = tmp_path / "bin"
     bare_path.mkdir()
-    (bare_path / "python").symlink_to(sys.executable)
     result = subprocess.run(
-        [str(bare_path / "python"), "-m", "rlpatch.cli", "apply", "--verl-root", str(git_tree)],
+        [sys.executable, "-m", "rlpatch.cli", "apply", "--verl-root", str(git_tree)],
         capture_output=True, text=True, env={**os.environ, "PATH": str(bare_path)},
     )
     assert result.returncode == 0, result.stderr

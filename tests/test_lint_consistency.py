@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from rlpatch.lint.engine import lint_path, select_rules
-from rlpatch.lintrule import LintOptions
+from rlpatch.lint.rule import LintOptions
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "lint" / "consistency"
 A = "actor_rollout_ref.actor."
@@ -116,7 +116,7 @@ def test_megatron_flip(workdir: Path, target: str, old: str, new: str, codes: li
 def test_version_dependent_skip_key(workdir: Path) -> None:
     """On 0.8.x the skip switch is actor_rollout_ref.rollout.skip.enable (the 0.9 key is not read)."""
     _flip(workdir, "fsdp_vllm.sh", "{s}", "skip.rollout.enable=False", "actor_rollout_ref.rollout.skip.enable=True")
-    from rlpatch.versions import Version
+    from rlpatch.upstream.versions import Version
 
     assert lint_codes(workdir, "fsdp_vllm.sh", verl_version=Version.parse("0.8.0")) == ["RL209"]
     assert lint_codes(workdir, "fsdp_vllm.sh") == []

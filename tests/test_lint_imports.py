@@ -18,7 +18,7 @@ def test_lint_does_not_import_libcst(tmp_path) -> None:
         except SystemExit:
             pass
         bad = sorted(m for m in sys.modules if m == "libcst" or m.startswith("libcst.")
-                     or m == "rlpatch.patchrule" or m.startswith("rlpatch.patch_"))
+                     or m == "rlpatch.patch" or m.startswith("rlpatch.patch."))
         print("BAD", bad)
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

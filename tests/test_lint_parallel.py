@@ -52,7 +52,7 @@ def test_jobs_must_be_positive() -> None:
 def test_a_dying_worker_is_an_error_not_a_hang(monkeypatch, tmp_path: Path) -> None:
     from rlpatch.errors import InputError
     from rlpatch.lint import engine
-    from rlpatch.lintrule import LintOptions
+    from rlpatch.lint.rule import LintOptions
 
     paths = []
     for index in range(4):

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rlpatch.lint.engine import lint_path, select_rules
-from rlpatch.lintrule import LintOptions
+from rlpatch.lint.rule import LintOptions
 from rlpatch.shell import SourceFile, evaluate_source
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "lint"
@@ -155,7 +155,7 @@ def test_positions_are_character_columns(tmp_path: Path) -> None:
 def test_non_ascii_that_crashed_tree_sitter_bash(tmp_path: Path) -> None:
     """`S{<U+5F70C>]` segfaulted tree-sitter-bash's scanner: the parser now only ever sees ASCII."""
     script = "S{\U0005f70c]\npython3 -m verl.trainer.main_ppo x=\U0005f70c é \\\n  # ü\n  y=1\n"
-    code = ("import sys\nfrom rlpatch.lint.engine import lint_path, select_rules\nfrom rlpatch.lintrule import LintOptions\n"
+    code = ("import sys\nfrom rlpatch.lint.engine import lint_path, select_rules\nfrom rlpatch.lint.rule import LintOptions\n"
             "r = lint_path(sys.argv[1], LintOptions(), select_rules(None, None))\n"
             "print(sorted((f.code, f.span.line, f.span.column) for f in r.findings))")
     path = tmp_path / "u.sh"

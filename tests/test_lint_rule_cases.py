@@ -10,7 +10,7 @@ import pytest
 
 from rlpatch import rules
 from rlpatch.lint.engine import lint_case, rule_classes
-from rlpatch.lintrule import LintRule
+from rlpatch.lint.rule import LintRule
 
 CASES = [
     pytest.param(cls, kind, case, id=f"{cls.code}-{kind}-{index}")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from conftest import FIXTURES, run_cli
 
-from rlpatch.envprobe import probe_here, probe_interpreter, probe_root
+from rlpatch.upstream.envprobe import probe_here, probe_interpreter, probe_root
 
 ENTRY = "python3 -m verl.trainer.main_ppo"
 DUMP_KEY = "+actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config.dump_config_path"

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlpatch import jsonpos
-from rlpatch.msprobe_config import Options, check_file, check_text, is_valid
+from rlpatch.lint import jsonpos
+from rlpatch.lint.msprobe_config import Options, check_file, check_text, is_valid
 
 CONFIG = """{
   "task": "tensor",

@@ -11,8 +11,9 @@ import textwrap
 import libcst as cst
 import pytest
 
-from rlpatch import edits, registry
-from rlpatch.patchrule import AnchorError
+from rlpatch import registry
+from rlpatch.patch import edits
+from rlpatch.patch.rule import AnchorError
 
 RULES = registry.patch_rules()
 

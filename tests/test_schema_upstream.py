@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from conftest import run_cli
 
-from rlpatch.versions import Version
-from rlpatch.wheelcache import fresh_copy, unpacked_tree
+from rlpatch.upstream.versions import Version
+from rlpatch.upstream.wheelcache import fresh_copy, unpacked_tree
 
 pytestmark = pytest.mark.upstream
 
@@ -151,7 +151,7 @@ def test_verdict_equals_hydra_compose(verl: tuple[Version, Path], override: str)
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    from rlpatch.hydra_schema import OverrideRecord, lint_overrides
+    from rlpatch.lint.hydra_schema import OverrideRecord, lint_overrides
 
     _, root = verl
     config_dir = root / "verl" / "trainer" / "config"

@@ -9,10 +9,10 @@ import pytest
 from conftest import SGLANG_NATIVE_VERSIONS, SGLANG_PATCHED_VERSIONS
 from rulecheck import assert_names_resolve, assert_patch_cycle
 
-from rlpatch.patchrule import AnchorError, Target
+from rlpatch.patch.rule import AnchorError, Target
 from rlpatch.rules import sglang_model_runner as rule_module
 from rlpatch.rules.sglang_model_runner import MODEL_RUNNER, NATIVE_OVERRIDE, SglangModelRunner
-from rlpatch.versions import Version
+from rlpatch.upstream.versions import Version
 
 RULE = SglangModelRunner()
 PATCHED_RELEASES = SGLANG_PATCHED_VERSIONS
@@ -78,7 +78,7 @@ def test_name_check_catches_a_shadowing_import() -> None:
 
 
 def _sglang_tree(version: str) -> Path:
-    from rlpatch.wheelcache import unpacked_tree
+    from rlpatch.upstream.wheelcache import unpacked_tree
 
     return unpacked_tree("sglang", version)
 

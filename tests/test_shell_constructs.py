@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from rlpatch.lint.engine import lint_path
-from rlpatch.lintrule import LintOptions
+from rlpatch.lint.rule import LintOptions
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "lint" / "constructs"
 

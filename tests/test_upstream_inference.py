@@ -25,7 +25,7 @@ from conftest import (
     snapshot,
 )
 
-from rlpatch.wheelcache import LINUX_X86_64, fresh_copy
+from rlpatch.upstream.wheelcache import LINUX_X86_64, fresh_copy
 
 SGLANG_RUNNER = "sglang/srt/model_executor/model_runner.py"
 VLLM_RUNNER = "vllm_ascend/worker/model_runner_v1.py"

@@ -14,7 +14,7 @@ import subprocess
 import pytest
 from conftest import ENGINE_RULES, VERL_ENGINE_VERSIONS, run_cli, snapshot
 
-from rlpatch.wheelcache import fresh_copy
+from rlpatch.upstream.wheelcache import fresh_copy
 
 pytestmark = pytest.mark.upstream
 

@@ -12,8 +12,9 @@ import pytest
 from consistency_set import RULE_IDS, RULES, applicable, apply_set, site_states, strip_set
 from scopecheck import scope_problems
 
-from rlpatch import edits, registry
-from rlpatch.patchrule import AnchorError
+from rlpatch import registry
+from rlpatch.patch import edits
+from rlpatch.patch.rule import AnchorError
 from rlpatch.rules.verl_request_id import VerlRequestId
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "verl_aux"
@@ -136,7 +137,7 @@ def test_hoist_must_go_before_its_anchor() -> None:
 
 
 def _fresh(version: str, tmp_path: Path) -> Path:
-    from rlpatch.wheelcache import fresh_copy
+    from rlpatch.upstream.wheelcache import fresh_copy
 
     return fresh_copy("verl", version, tmp_path / f"verl-{version}")
 
@@ -178,7 +179,7 @@ def test_whole_set_on_a_release(version: str, tmp_path: Path) -> None:
 @pytest.mark.upstream
 @pytest.mark.parametrize("version", ("0.6.0", "0.6.1"))
 def test_every_rule_is_not_applicable_before_0_7(version: str) -> None:
-    from rlpatch.wheelcache import unpacked_tree
+    from rlpatch.upstream.wheelcache import unpacked_tree
 
     rules, skipped = applicable(unpacked_tree("verl", version), version)
     assert rules == []
@@ -212,7 +213,7 @@ def test_fixture_trees_take_the_whole_set(tmp_path: Path) -> None:
 def test_anchor_text_never_hides_an_anchor(version: str) -> None:
     # The engine skips parsing a file without the rule's anchor text: that must only ever skip
     # files where the rule finds nothing anyway.
-    from rlpatch.wheelcache import unpacked_tree
+    from rlpatch.upstream.wheelcache import unpacked_tree
 
     root = unpacked_tree("verl", version)
     for rule in (rule_class() for rule_class in RULES):

@@ -10,11 +10,11 @@ import pytest
 from conftest import VLLM_ASCEND_STOP_SITES
 from rulecheck import assert_patch_cycle
 
-from rlpatch import edits
-from rlpatch.patchrule import AnchorError, Target
+from rlpatch.patch import edits
+from rlpatch.patch.rule import AnchorError, Target
 from rlpatch.rules import vllm_ascend_dispatch_logger as rule_module
 from rlpatch.rules.vllm_ascend_dispatch_logger import LOGGER_FILE, MODEL_RUNNER, VllmAscendDispatchLogger
-from rlpatch.versions import Version
+from rlpatch.upstream.versions import Version
 
 RULE = VllmAscendDispatchLogger()
 PATCHED_RELEASES = VLLM_ASCEND_STOP_SITES  # spec 6: 4 in 0.13, 3 in 0.18; 0.23: four _finalize_dump_data()
@@ -87,7 +87,7 @@ def test_new_file_is_the_dispatch_logger() -> None:
 
 
 def _vllm_ascend_tree(version: str) -> Path:
-    from rlpatch.wheelcache import LINUX_X86_64, unpacked_tree
+    from rlpatch.upstream.wheelcache import LINUX_X86_64, unpacked_tree
 
     return unpacked_tree("vllm-ascend", version, platform=LINUX_X86_64, python_version="3.11")
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rlpatch import wheelcache
+from rlpatch.upstream import wheelcache
 
 
 def test_several_platform_tags_reach_pip(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

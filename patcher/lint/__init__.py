@@ -1,0 +1,14 @@
+"""The linter: `rlpatch lint`, `rlpatch detect`, `rlpatch rule`.
+
+Owns the lint engine (`engine`: files -> runs -> findings, `--jobs`), what a lint rule is
+(`rule`: `LintRule`, `LintContext`, `Finding`), the shared checks rules build on (`checks`), the
+reporters (`report`: concise, full, json, github, sarif), `[tool.rlpatch]` configuration
+(`config`), the Hydra knowledge behind RL3xx (`hydra_schema`: verl config discovery, composition
+and its on-disk cache), the msprobe config.json knowledge behind RL5xx (`msprobe_config`,
+`jsonpos`) and the version facts behind RL6xx (`versions_family`). The rules themselves live in
+`rlpatch.rules` and reach the linter through `rlpatch.registry`. It reads scripts only through the
+front end (`rlpatch.shell`) and may import the upstream facts; it never imports the patch engine
+(nor libcst): RL605 asks `rlpatch verify` as a subprocess.
+"""
+
+MAY_IMPORT: tuple[str, ...] = ("errors", "registry", "upstream", "shell")

@@ -7,8 +7,8 @@ the override.
 
 from __future__ import annotations
 
-from rlpatch.lint.model import Setting
-from rlpatch.lintrule import LintContext
+from rlpatch.lint.rule import LintContext
+from rlpatch.shell.model import Setting
 
 
 def canonical(setting: Setting) -> str | None:
@@ -74,7 +74,7 @@ def msprobe_configs(ctx: LintContext, roles: tuple[str, ...] = ("training", "inf
     """The msprobe config.json files this run references that can be read and parsed as a JSON object:
     (role, span of the reference, path, data, text). Roles: `training` (verl's precision_debugger
     config_path), `inference` (the vLLM/SGLang dump key), `actor` (MSPROBE_ACTOR_CONFIG, consistency)."""
-    from rlpatch.lint.model import INFERENCE_DUMP_KEYS
+    from rlpatch.shell.model import INFERENCE_DUMP_KEYS
 
     run = ctx.run
     references: list[tuple[str, object, str | None]] = []

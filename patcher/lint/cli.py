@@ -16,9 +16,9 @@ import click
 
 from rlpatch.errors import InputError
 from rlpatch.lint.config import find_config
-from rlpatch.lint.model import MODES
-from rlpatch.lintrule import LintOptions
-from rlpatch.versions import Version
+from rlpatch.lint.rule import LintOptions
+from rlpatch.shell.model import MODES
+from rlpatch.upstream.versions import Version
 
 FAIL_ON = {"E": "error", "W": "warning", "I": "info", "ERROR": "error", "WARNING": "warning", "INFO": "info"}
 
@@ -208,30 +208,3 @@ def detect_cmd(ctx: click.Context, files: tuple[str, ...], fmt: str, mode, env, 
         for obj in objects:
             click.echo(render_text(obj))
     return 2 if failed else 0
-
-
-@click.command("rule")
-@click.argument("code", required=False)
-def rule_cmd(code: str | None) -> int:
-    """Show a lint rule's documentation (why, a bad and a good example); without CODE, list them."""
-    from rlpatch.lint.engine import rule_by_code, rule_classes
-    from rlpatch.lintrule import SEVERITY_LETTER
-
-    if code is None:
-        for cls in rule_classes():
-            click.echo(f"{cls.code} {SEVERITY_LETTER[cls.severity]}  {cls.summary}")
-        click.echo("Patch rules: `rlpatch rules` lists them, `rlpatch rule ID` documents one.", err=True)
-        return 0
-    cls = rule_by_code(code)
-    if cls is None and not code.upper().startswith("RL"):
-        # Patch rules are documented here too; importing them (and libcst) only for this lookup.
-        from rlpatch.patch_cli import patch_rule_documentation
-
-        documentation = patch_rule_documentation(code)
-        if documentation is not None:
-            click.echo(documentation, nl=False)
-            return 0
-    if cls is None:
-        raise InputError(f"unknown rule code: {code} (see `rlpatch rule` and `rlpatch rules` for the lists)")
-    click.echo(cls.documentation(), nl=False)
-    return 0

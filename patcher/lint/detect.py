@@ -6,7 +6,7 @@ import click
 
 from rlpatch.errors import InputError
 from rlpatch.lint.engine import lint_path
-from rlpatch.lintrule import LintOptions
+from rlpatch.lint.rule import LintOptions
 
 
 def describe_file(path: str, options: LintOptions, stdin: bytes | None) -> dict | None:

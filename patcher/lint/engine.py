@@ -13,14 +13,14 @@ import os
 import re
 import tempfile
 from dataclasses import dataclass, field
-from functools import lru_cache
 
+from rlpatch import registry
 from rlpatch.errors import InputError
-from rlpatch.lint.model import Run
-from rlpatch.lintrule import SEVERITY_RANK, Case, FileContext, Finding, LintContext, LintOptions, LintRule, Skipped
+from rlpatch.lint.rule import SEVERITY_RANK, Case, FileContext, Finding, LintContext, LintOptions, LintRule, Skipped
 from rlpatch.shell import Evaluation, Evaluator, Options, SourceFile, parse_file
+from rlpatch.shell.model import Run
 from rlpatch.shell.source import Span
-from rlpatch.versions import Version
+from rlpatch.upstream.versions import Version
 
 
 @dataclass
@@ -33,20 +33,9 @@ class FileResult:
 
 
 # ---- the registry ---------------------------------------------------------------------------------
-@lru_cache(maxsize=1)
 def rule_classes() -> tuple[type[LintRule], ...]:
-    """Every lint rule class, in registry order (one class per module of LINT_RULE_MODULES)."""
-    from rlpatch import rules
-
-    classes = []
-    for module in rules.load(rules.LINT_RULE_MODULES):
-        found = [value for value in vars(module).values()
-                 if isinstance(value, type) and issubclass(value, LintRule) and value is not LintRule
-                 and value.__module__ == module.__name__]
-        if len(found) != 1:
-            raise RuntimeError(f"{module.__name__}: expected exactly one LintRule class, found {len(found)}")
-        classes.append(found[0])
-    return tuple(sorted(classes, key=lambda cls: cls.code))
+    """Every lint rule class, sorted by code (the registry finds one class per rule module)."""
+    return registry.lint_rule_classes()
 
 
 def rule_by_code(code: str) -> type[LintRule] | None:

@@ -4,7 +4,7 @@ A run points at msprobe configs through overrides (verl's `precision_debugger.co
 vLLM `dump_config_path` / `dump_config`, SGLang's `msprobe_dump_config`) and env vars
 (`MSPROBE_ACTOR_CONFIG` for the training side of a consistency run, `MSPROBE_SGLANG_CONFIG*`).
 Each file is read relative to the script (or `--config-root`) and checked by
-`rlpatch.msprobe_config` with what the run adds: its dump mode, its world size. Findings point
+`rlpatch.lint.msprobe_config` with what the run adds: its dump mode, its world size. Findings point
 inside the JSON file, with the override or export that referenced it as a related position.
 `rlpatch lint config.json` checks a file on its own (as msprobe would: it needs a dump_path).
 """
@@ -14,9 +14,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from rlpatch.lint.model import INFERENCE_DUMP_KEYS, Run
-from rlpatch.lintrule import Finding, LintContext, LintRule
-from rlpatch.msprobe_config import ConfigFinding, Options, check_file
+from rlpatch.lint.msprobe_config import ConfigFinding, Options, check_file
+from rlpatch.lint.rule import Finding, LintContext, LintRule
+from rlpatch.shell.model import INFERENCE_DUMP_KEYS, Run
 from rlpatch.shell.source import Span
 
 TRAINING_CONFIG_KEY = "global_profiler.global_tool_config.precision_debugger.config_path"

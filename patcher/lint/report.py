@@ -12,7 +12,7 @@ from typing import Callable, TextIO
 
 from rlpatch import __version__
 from rlpatch.lint.engine import FileResult, rule_classes
-from rlpatch.lintrule import SEVERITY_LETTER, Finding
+from rlpatch.lint.rule import SEVERITY_LETTER, Finding
 
 FORMATS = ("concise", "full", "json", "github", "sarif")
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"

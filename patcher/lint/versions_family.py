@@ -1,6 +1,6 @@
 """RL6xx glue: the versions of the target environment and the patch state of its verl tree.
 
-Versions come from `rlpatch.envprobe` (metadata and version files, nothing imported): an explicit
+Versions come from `rlpatch.upstream.envprobe` (metadata and version files, nothing imported): an explicit
 root (`--verl-root`, `--sglang-root`, `--vllm-ascend-root`) first, then the interpreter that will
 run verl (`--python`, default: this one). mindstudio-probe is looked up beside SGLang or
 vLLM-Ascend when their root is a site-packages directory (one environment holds both). RL605
@@ -16,10 +16,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rlpatch.envprobe import Installed, probe, probe_root
-from rlpatch.lint.model import Run, Setting
-from rlpatch.lintrule import LintContext, LintOptions, Skipped
-from rlpatch.versions import Version
+from rlpatch.lint.rule import LintContext, LintOptions, Skipped
+from rlpatch.shell.model import Run, Setting
+from rlpatch.upstream.envprobe import Installed, probe, probe_root
+from rlpatch.upstream.versions import Version
 
 SGLANG_DUMP_KEY = "actor_rollout_ref.rollout.engine_kwargs.sglang.msprobe_dump_config"
 VLLM_DUMP_CONFIG = "actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config.dump_config"

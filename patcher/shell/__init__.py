@@ -1,8 +1,13 @@
-"""The bash front end: read a launch script without running it.
+"""The front end: read a launch script without running it, and model the verl run it starts.
 
-`evaluate_script(path)` parses a script with tree-sitter-bash, evaluates it statically over all
-its plausible paths and returns the verl launches it makes, with every argument's text and the
-source positions it came from. Nothing is ever executed: command substitutions are unknowns.
+`evaluate_source(source)` parses a script with tree-sitter-bash (`parse`, `source`), expands its
+words (`words`, with `quoting`, `params` and `arith`), evaluates it statically over all its
+plausible paths (`evaluator`) and returns the verl launches it makes (`launch`), with every
+argument's text and the source positions it came from. Nothing is ever executed: command
+substitutions are unknowns. `model.Run` turns one launch into the run verl will see (Hydra
+overrides, dump mode, backends, sizes, environment) with verl's defaults (`defaults`). The linter,
+`gen` and `dumps check` all read scripts through this one front end. It may import the upstream
+facts and `rlpatch.errors`, never a command wing.
 """
 
 from __future__ import annotations
@@ -12,6 +17,8 @@ from rlpatch.shell.launch import Launch
 from rlpatch.shell.parse import ParsedScript, parse_file
 from rlpatch.shell.source import SourceFile, Span
 from rlpatch.shell.words import Piece, Value, Word, word_text
+
+MAY_IMPORT: tuple[str, ...] = ("errors", "upstream")
 
 __all__ = [
     "Arg", "Evaluation", "Evaluator", "Launch", "Options", "ParsedScript", "Piece", "SourceFile", "Span",

@@ -14,11 +14,12 @@ from typing import Any, Callable, Sequence
 
 import click
 
-from rlpatch import registry, transaction
-from rlpatch.engine import RuleReport, Session, set_state
+from rlpatch import registry
 from rlpatch.errors import EXIT_OK, EXIT_REFUSED, InputError, RefusedError
-from rlpatch.patchrule import PatchRule, Target
-from rlpatch.targets import OPTION_OF, imported_target, target_for_root
+from rlpatch.patch import transaction
+from rlpatch.patch.engine import RuleReport, Session, set_state
+from rlpatch.patch.rule import PatchRule, Target
+from rlpatch.upstream.targets import OPTION_OF, imported_target, target_for_root
 
 # ---------------------------------------------------------------------------------------------
 # Options shared by every patch command
@@ -158,7 +159,7 @@ def _recover(targets: Sequence[Target]) -> None:
 
 
 def _check_git(targets: Sequence[Target], changed: dict[str, list[Path]], allow_dirty: bool) -> dict[str, Any]:
-    from rlpatch.gitinfo import checkout_of
+    from rlpatch.patch.gitinfo import checkout_of
 
     checkouts = {}
     for target in targets:
@@ -179,7 +180,7 @@ def _check_git(targets: Sequence[Target], changed: dict[str, list[Path]], allow_
 @format_option
 def apply_cmd(**options: Any) -> int:
     """Apply the selected patch rules, all or nothing."""
-    from rlpatch import engine
+    from rlpatch.patch import engine
 
     rules, targets = _setup(options)
     roots = [target.root for target in targets]
@@ -265,7 +266,7 @@ def status_cmd(**options: Any) -> int:
 @format_option
 def revert_cmd(**options: Any) -> int:
     """Take the selected rules out of the trees, restoring files byte for byte."""
-    from rlpatch import engine
+    from rlpatch.patch import engine
 
     rules, targets = _setup(options)
     roots = [target.root for target in targets]
@@ -301,8 +302,8 @@ def revert_cmd(**options: Any) -> int:
 @target_options
 def diff_cmd(**options: Any) -> int:
     """Print the unified diff that apply would write (paths relative to each root); write nothing."""
-    from rlpatch import engine
-    from rlpatch.difftext import unified_diff
+    from rlpatch.patch import engine
+    from rlpatch.patch.difftext import unified_diff
 
     rules, targets = _setup(options)
     session = Session(targets)

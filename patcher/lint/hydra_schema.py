@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlpatch.envprobe import find_package_dir, probe, probe_root
-from rlpatch.versions import Version
+from rlpatch.upstream.envprobe import find_package_dir, probe, probe_root
+from rlpatch.upstream.versions import Version
 
 _FORMAT = 1  # bump when the cached snapshot layout changes
 MISSING = "???"  # OmegaConf's mandatory-value marker, kept as is in the snapshot
@@ -182,7 +182,7 @@ def locate_config(
         installed = probe_root("verl", verl_root)
         origin = f"--verl-root {verl_root}"
     elif verl_version is not None:
-        from rlpatch.wheelcache import unpacked_tree
+        from rlpatch.upstream.wheelcache import unpacked_tree
 
         installed = probe_root("verl", unpacked_tree("verl", verl_version))
         origin = f"verl {verl_version} (released wheel)"
@@ -409,7 +409,7 @@ def _hydra_version() -> str | None:
 
 
 def _cache_root() -> Path:
-    from rlpatch.wheelcache import cache_dir
+    from rlpatch.upstream.wheelcache import cache_dir
 
     return cache_dir()
 

@@ -14,11 +14,29 @@ import os
 import re
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from rlpatch.errors import InputError
-from rlpatch.patchrule import Package, Target
-from rlpatch.versions import Version
+from rlpatch.upstream.versions import Version
+
+Package = Literal["verl", "sglang", "vllm_ascend"]
+
+
+@dataclass(frozen=True)
+class Target:
+    """One upstream tree: the directory that contains the package folder."""
+
+    package: Package
+    root: str
+    version: Version | None
+    origin: str = "given"  # "given" (a --*-root option) or "imported by PY"
+
+    @property
+    def version_text(self) -> str:
+        return str(self.version) if self.version else "unknown version"
+
 
 # The distribution (package index) name of each package, as it appears in `*.dist-info` folder names.
 DISTRIBUTIONS: dict[str, str] = {"verl": "verl", "sglang": "sglang", "vllm_ascend": "vllm_ascend"}

@@ -20,24 +20,9 @@ from typing import ClassVar, Literal, Sequence, Union
 import libcst as cst
 from libcst import matchers as m
 
-from rlpatch.versions import Version
+from rlpatch.upstream.targets import Package, Target
 
-Package = Literal["verl", "sglang", "vllm_ascend"]
 Block = Union[cst.Module, cst.IndentedBlock]
-
-
-@dataclass(frozen=True)
-class Target:
-    """One upstream tree: the directory that contains the package folder."""
-
-    package: Package
-    root: str
-    version: Version | None
-    origin: str = "given"  # "given" (a --*-root option) or "imported by PY"
-
-    @property
-    def version_text(self) -> str:
-        return str(self.version) if self.version else "unknown version"
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path as FsPath
 from typing import Any
 
-from rlpatch.jsonpos import Document, JsonError, Path, Span, parse
+from rlpatch.lint.jsonpos import Document, JsonError, Path, Span, parse
 
 TASKS_ACCEPTED = ("tensor", "statistics", "acc_check", "structure", "diff_check", "exception_dump", "nan_check")
 TORCH_TASKS = ("tensor", "statistics", "acc_check", "structure", "diff_check", "nan_check")

@@ -14,10 +14,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-from rlpatch.lint.defaults import ACTOR, AR, DEFAULTS, REF, ROLLOUT, Ref
 from rlpatch.shell import Arg, Launch, Span, Unknown
+from rlpatch.shell.defaults import ACTOR, AR, DEFAULTS, REF, ROLLOUT, Ref
 from rlpatch.shell.words import unknown_descs, word_text
-from rlpatch.versions import Version
+from rlpatch.upstream.versions import Version
 
 Mode = Literal["training", "inference", "consistency", "none"]
 MODES: tuple[Mode, ...] = ("training", "inference", "consistency", "none")

@@ -23,7 +23,7 @@ from typing import Literal, Union
 
 import libcst as cst
 
-from rlpatch.patchrule import Block, Insertion, KeywordHoist
+from rlpatch.patch.rule import Block, Insertion, KeywordHoist
 
 SiteState = Literal["applied", "absent", "drifted"]
 

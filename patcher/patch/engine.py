@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Literal, Sequence
 
-from rlpatch import transaction
 from rlpatch.errors import InputError
-from rlpatch.patchrule import AnchorError, Insertion, NewFile, PatchRule, Target
-from rlpatch.transaction import Manifest, Write, sha256
+from rlpatch.patch import transaction
+from rlpatch.patch.rule import AnchorError, Insertion, NewFile, PatchRule, Target
+from rlpatch.patch.transaction import Manifest, Write, sha256
 
 RuleState = Literal["applied", "absent", "partial", "drifted", "not-applicable", "refused"]
 
@@ -185,7 +185,7 @@ class Session:
         record = self.manifest(target.root).files.get(relative)
         if not structural and record and rule.id in record.rules and record.patched_sha256 == sha256(source.data):
             return FilePlan(relative, "applied")  # fast path: the exact bytes rlpatch wrote
-        from rlpatch import edits
+        from rlpatch.patch import edits
 
         needle = rule.anchor_text(relative)
         if needle is not None and needle not in source.text:
@@ -265,7 +265,7 @@ class Change:
 
 def planned_changes(session: Session, reports: Iterable[RuleReport]) -> list[Change]:
     """New contents for every file where some selected rule is absent or partial."""
-    from rlpatch import edits
+    from rlpatch.patch import edits
 
     pending: dict[tuple[str, str], list[tuple[str, list[Insertion]]]] = {}
     changes: list[Change] = []
@@ -334,8 +334,8 @@ def revert_writes(session: Session, reports: Sequence[RuleReport]) -> tuple[dict
     byte, mode included). A file the user edited since keeps the edits: only the patch's own
     statements are removed. Patch code the user edited is never removed silently: refuse.
     """
-    from rlpatch import edits
     from rlpatch.errors import RefusedError
+    from rlpatch.patch import edits
 
     by_file: dict[tuple[str, str], list[tuple[RuleReport, FilePlan]]] = {}
     for report in reports:

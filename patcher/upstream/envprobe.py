@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlpatch.errors import InputError
-from rlpatch.versions import Version
+from rlpatch.upstream.versions import Version
 
 # distribution name -> top-level import name
 PROJECTS: dict[str, str] = {

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rlpatch.versions import Version
+from rlpatch.upstream.versions import Version
 
 AR = "actor_rollout_ref"
 ROLLOUT = f"{AR}.rollout"

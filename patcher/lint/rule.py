@@ -19,7 +19,7 @@ A lint rule is one class in one module of `rules/`, in the style of Fixit:
             ...
             ctx.report("message", at=tp.span, related=tp.related())
 
-`check(ctx)` runs once per verl launch of the script (`ctx.run`, a `rlpatch.lint.model.Run`) when
+`check(ctx)` runs once per verl launch of the script (`ctx.run`, a `rlpatch.shell.model.Run`) when
 the launch's mode is in `modes`; `check_file(fctx)` runs once per script after that (file-level
 rules: no entry point, continuation mistakes, a summary of what stayed unknown). A rule never
 prints and never raises on bad input: it calls `report(message, at=Span)` with *any* position of
@@ -40,13 +40,13 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Literal, Mapping, Sequence
 
-from rlpatch.lint.defaults import NEWEST_VERL
+from rlpatch.shell.defaults import NEWEST_VERL
 from rlpatch.shell.source import Span
-from rlpatch.versions import Version
+from rlpatch.upstream.versions import Version
 
 if TYPE_CHECKING:
-    from rlpatch.lint.model import Run, Setting
     from rlpatch.shell import Evaluation, SourceFile
+    from rlpatch.shell.model import Run, Setting
 
 Severity = Literal["error", "warning", "info"]
 SEVERITY_LETTER: dict[str, str] = {"error": "E", "warning": "W", "info": "I"}

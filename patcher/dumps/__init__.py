@@ -1,0 +1,11 @@
+"""`rlpatch dumps`: from a finished collection to the comparison (`check`, `pair`, `compare`).
+
+Owns reading every msprobe output layout without loading tensors (`dump.json` is size-checked and
+validated, never kept), the request-id correlation between `update_actor_log.jsonl` and
+`dispatch_log.jsonl`, the exact `msprobe compare` argv, running it in the target interpreter, the
+parsed CSV summary and the HTML report. msprobe and the plotting library are imported only by
+`compare`, inside the target interpreter or the report writer. It reads a launch script (`check
+--script`) only through the front end and may import the upstream facts.
+"""
+
+MAY_IMPORT: tuple[str, ...] = ("errors", "upstream", "shell")

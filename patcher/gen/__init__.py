@@ -1,0 +1,10 @@
+"""`rlpatch gen`: the collection script and its msprobe configs, written from the user's training script.
+
+Owns the per-mode, per-version override tables (training, inference, consistency), the msprobe
+config files it writes, the placement of the new overrides at the end of the real verl launch
+command, and the command line (`cli`). It reads the original script only through the front end
+(`rlpatch.shell`: the same parse, evaluation and run model as `lint`) and checks what it wrote with
+the linter, reached through `rlpatch.registry.linter()`; it may import the upstream facts.
+"""
+
+MAY_IMPORT: tuple[str, ...] = ("errors", "registry", "upstream", "shell")

@@ -1,0 +1,12 @@
+"""The patch engine: `rlpatch apply`, `verify`, `status`, `revert`, `diff`, `rules`.
+
+Owns what a patch rule is (`rule`: anchors, `Insertion`, `KeywordHoist`, `NewFile`,
+`Gate`), the engine that turns a rule's edits into new file contents, states and reverts
+(`engine`, `edits` with `Wrap`), the crash-safe all-or-nothing writes with their manifest and lock
+(`transaction`), git awareness (`gitinfo`), unified diffs (`difftext`) and the command line
+(`cli`). The rules themselves live in `rlpatch.rules` and reach the engine through
+`rlpatch.registry`. It may import the upstream facts (which tree, which version) and nothing of
+the linter or the front end.
+"""
+
+MAY_IMPORT: tuple[str, ...] = ("errors", "registry", "upstream")

@@ -1,0 +1,133 @@
+"""The house shows its architecture: wings, what each may import, no file over 500 lines.
+
+Each subpackage of `rlpatch` (a wing) declares in its `__init__.py` the top-level parts of
+`rlpatch` it may import (`MAY_IMPORT`); this test reads every module with `ast` (nothing is
+imported) and checks each `rlpatch.*` import against the declaration of the wing it is in.
+"""
+
+from __future__ import annotations
+
+import ast
+import configparser
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "patcher"
+RULES = ROOT / "rules"
+TOP_LEVEL_MODULES = {"__init__", "__main__", "cli", "errors", "registry"}
+MAX_LINES = 500
+# Being split by responsibility (issue 14); each leaves this list in the commit that splits it.
+NOT_YET_SPLIT = {"patcher/lint/hydra_schema.py", "patcher/lint/msprobe_config.py", "patcher/shell/evaluator.py",
+                 "patcher/shell/words.py"}
+
+
+def _wings() -> list[Path]:
+    return sorted(p for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists())
+
+
+def _declared(wing: Path) -> tuple[str, ...]:
+    tree = ast.parse((wing / "__init__.py").read_text(encoding="utf-8"))
+    for node in tree.body:
+        target = node.target if isinstance(node, ast.AnnAssign) else (node.targets[0] if isinstance(node, ast.Assign) else None)
+        if isinstance(target, ast.Name) and target.id == "MAY_IMPORT":
+            return tuple(ast.literal_eval(node.value))
+    raise AssertionError(f"{wing.name}/__init__.py declares no MAY_IMPORT")
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE).with_suffix("").parts
+    parts = parts[:-1] if parts[-1] == "__init__" else parts
+    return ".".join(("rlpatch",) + parts)
+
+
+def _rlpatch_imports(path: Path) -> list[tuple[int, str]]:
+    """Every `rlpatch.X` a module imports (absolute or relative), module-level or inside functions."""
+    found: list[tuple[int, str]] = []
+    package = _module_name(path) if path.name == "__init__.py" else _module_name(path).rsplit(".", 1)[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names if alias.name.split(".")[0] == "rlpatch"]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            if module.split(".")[0] != "rlpatch":
+                continue
+            if module == "rlpatch":  # `from rlpatch import registry` names a part; `__version__` does not
+                found += [(node.lineno, f"rlpatch.{alias.name}" if _is_part(alias.name) else "rlpatch")
+                          for alias in node.names]
+            else:
+                found.append((node.lineno, module))
+    return found
+
+
+def _is_part(name: str) -> bool:
+    return (PACKAGE / name).is_dir() or (PACKAGE / f"{name}.py").exists() or name == "rules"
+
+
+def _part(module: str) -> str:
+    """The top-level part of rlpatch a module belongs to: a wing, `rules`, or a top-level module."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def test_top_level_holds_only_the_entry_errors_and_registry() -> None:
+    modules = {p.stem for p in PACKAGE.glob("*.py")}
+    assert modules <= TOP_LEVEL_MODULES, sorted(modules - TOP_LEVEL_MODULES)
+
+
+def test_every_wing_says_what_it_owns_and_may_import() -> None:
+    for wing in _wings():
+        doc = ast.get_docstring(ast.parse((wing / "__init__.py").read_text(encoding="utf-8")))
+        assert doc and len(doc.split()) >= 30, f"{wing.name}/__init__.py needs a paragraph saying what it owns"
+        for part in _declared(wing):
+            assert (PACKAGE / part).is_dir() or (PACKAGE / f"{part}.py").exists(), (wing.name, part)
+
+
+@pytest.mark.parametrize("wing", [w.name for w in _wings()])
+def test_imports_follow_the_declared_direction(wing: str) -> None:
+    allowed = set(_declared(PACKAGE / wing)) | {wing, "__init__"}
+    bad = []
+    for path in sorted((PACKAGE / wing).rglob("*.py")):
+        for line, module in _rlpatch_imports(path):
+            part = _part(module)
+            if part == "rules":
+                part = "registry"  # the rules reach the wings only through the registry
+            if part not in allowed:
+                bad.append(f"{path.relative_to(ROOT)}:{line} imports {module} ({wing} may import {sorted(allowed)})")
+    assert not bad, "\n".join(bad)
+
+
+def test_wing_dependencies_have_no_cycle() -> None:
+    graph = {wing.name: set(_declared(wing)) & {w.name for w in _wings()} for wing in _wings()}
+    done: set[str] = set()
+
+    def visit(node: str, path: tuple[str, ...]) -> None:
+        assert node not in path, " -> ".join(path + (node,))
+        if node in done:
+            return
+        for dep in graph.get(node, ()):
+            visit(dep, path + (node,))
+        done.add(node)
+
+    for node in graph:
+        visit(node, ())
+
+
+def test_every_wing_is_packaged() -> None:
+    config = configparser.ConfigParser()
+    config.read(ROOT / "setup.cfg")
+    packages = set(config["options"]["packages"].split())
+    expected = {"rlpatch", "rlpatch.rules"} | {_module_name(p / "__init__.py") for p in PACKAGE.rglob("*") if (p / "__init__.py").exists()}
+    assert expected <= packages, sorted(expected - packages)
+
+
+def test_no_source_file_over_500_lines() -> None:
+    long = [f"{p.relative_to(ROOT)}: {n}" for p in sorted([*PACKAGE.rglob("*.py"), *RULES.glob("*.py")])
+            if str(p.relative_to(ROOT)) not in NOT_YET_SPLIT
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES]
+    assert not long, long
