@@ -1,9 +1,10 @@
 """The front end: read a launch script without running it, and model the verl run it starts.
 
 `evaluate_source(source)` parses a script with tree-sitter-bash (`parse`, `source`), expands its
-words (`words`, with `quoting`, `params` and `arith`), evaluates it statically over all its
-plausible paths (`evaluator`) and returns the verl launches it makes (`launch`), with every
-argument's text and the source positions it came from. Nothing is ever executed: command
+words (`words`, built from `pieces`, with `quoting`, `params` and `arith`), walks it statement by
+statement (`statements`, `control`) over all its plausible paths (`evaluator`) and returns the
+verl launches it makes (`launch`, `results`), with every argument's text and the source positions
+it came from. Nothing is ever executed: command
 substitutions are unknowns. `model.Run` turns one launch into the run verl will see (Hydra
 overrides, dump mode, backends, sizes, environment) with verl's defaults (`defaults`). The linter,
 `gen` and `dumps check` all read scripts through this one front end. It may import the upstream
@@ -12,11 +13,12 @@ facts and `rlpatch.errors`, never a command wing.
 
 from __future__ import annotations
 
-from rlpatch.shell.evaluator import Arg, Evaluation, Evaluator, Options, Unknown
+from rlpatch.shell.evaluator import Evaluator, Options
 from rlpatch.shell.launch import Launch
 from rlpatch.shell.parse import ParsedScript, parse_file
+from rlpatch.shell.pieces import Piece, Value, Word, word_text
+from rlpatch.shell.results import Arg, Evaluation, Unknown
 from rlpatch.shell.source import SourceFile, Span
-from rlpatch.shell.words import Piece, Value, Word, word_text
 
 MAY_IMPORT: tuple[str, ...] = ("errors", "upstream")
 

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 from rlpatch.shell.source import Span
 
 if TYPE_CHECKING:
-    from rlpatch.shell.evaluator import Arg
-    from rlpatch.shell.words import Value
+    from rlpatch.shell.pieces import Value
+    from rlpatch.shell.results import Arg
 
 # verl's trainers and recipes: verl.trainer.main_ppo, verl.trainer.main_generation_server,
 # recipe.dapo.main_dapo, verl.experimental.fully_async_policy.fully_async_main, ...
@@ -46,7 +46,7 @@ class Launch:
         return any(texts[i:i + 3] == ["ray", "job", "submit"] for i in range(len(texts)))
 
     def identity(self) -> tuple:
-        from rlpatch.shell.words import word_text
+        from rlpatch.shell.pieces import word_text
 
         env = tuple(sorted((name, word_text(value.first())) for name, value in self.env.items()))
         return (self.command_span, tuple((a.text, a.span) for a in self.args), env)

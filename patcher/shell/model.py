@@ -16,7 +16,7 @@ from typing import Literal
 
 from rlpatch.shell import Arg, Launch, Span, Unknown
 from rlpatch.shell.defaults import ACTOR, AR, DEFAULTS, REF, ROLLOUT, Ref
-from rlpatch.shell.words import unknown_descs, word_text
+from rlpatch.shell.pieces import unknown_descs, word_text
 from rlpatch.upstream.versions import Version
 
 Mode = Literal["training", "inference", "consistency", "none"]

@@ -1,0 +1,215 @@
+"""Bash parameter expansion: `${VAR:-default}`, `${#A[@]}`, `${A[1]}`, `${X,,}`, `${X#pat}` and friends.
+
+`ParameterExpansion` is the part of the word expander that handles everything between `${` and
+`}`: lengths, subscripts, the default/alternative operators (`:-`, `:=`, `:+`, `:?` and their
+colon-less forms) and the transformations of a known value (case, prefix/suffix removal,
+substitution, substring). A value only the environment could supply is unknown; the script's own
+default is what runs unless the user gave the environment (`--env`, `--use-env`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Callable
+
+from rlpatch.shell.pieces import MAX_DEPTH, Fields, Piece, Scope, Word, word_known_prefix_nonempty, word_text
+from rlpatch.shell.source import SourceFile, Span
+
+_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_LENGTH_RE = re.compile(r"#([A-Za-z_][A-Za-z0-9_]*|[@*#0-9])(\[[@*]\])?")  # ${#A}, ${#A[@]}
+_SPECIAL_PARAM_RE = re.compile(r"[0-9]+|[@*#?$!-]")
+_PARAM_OPS = (":-", ":=", ":+", ":?", "-", "=", "+", "?", ",,", ",", "^^", "^", "##", "#", "%%", "%", "//", "/#",
+              "/%", "/", ":", "@")
+
+
+class ParameterExpansion:
+    """`${...}` for the word expander (a mixin of `rlpatch.shell.words.Expander`).
+
+    Uses the expander's `src`, `text`, `scope`, `depth` and its `_value`, `_used`, `_add_word`,
+    `arith_text` and `_nested` (a fresh expander one level deeper, for operands).
+    """
+
+    src: SourceFile
+    text: str
+    scope: Scope
+    depth: int
+
+    def _param(self, start: int, body: int, body_end: int, stop: int, out: Fields, quoted: bool,
+               join: bool) -> None:
+        """`${...}`: text[body:body_end] is the inside of the braces."""
+        text = self.text
+        via = self.src.span(start, stop)
+        whole = text[start:stop]
+        if self.depth > MAX_DEPTH:
+            out.add(Piece(None, via, desc=whole), quoted=True)
+            return
+        inner = text[body:body_end]
+        # ${#A[@]}, ${#A}
+        length = _LENGTH_RE.fullmatch(inner)
+        if length:
+            self._add_word(out, (self._length(length.group(1), bool(length.group(2)), via, whole),), quoted, join)
+            return
+        if inner.startswith("!"):
+            out.add(Piece(None, via, desc=whole), quoted=True)
+            return
+        match = _NAME_RE.match(inner) or _SPECIAL_PARAM_RE.match(inner)
+        if not match:
+            out.add(Piece(None, via, desc=whole), quoted=True)
+            return
+        name = match.group()
+        rest = match.end()
+        subscript = None
+        if rest < len(inner) and inner[rest] == "[":
+            close = inner.find("]", rest)
+            if close == -1:
+                out.add(Piece(None, via, desc=whole), quoted=True)
+                return
+            subscript = inner[rest + 1:close]
+            rest = close + 1
+        op = next((candidate for candidate in _PARAM_OPS if inner.startswith(candidate, rest)), "") if rest < len(inner) else ""
+        operand_start = body + rest + len(op)
+        value = self._subscripted(name, subscript, via, whole)
+        if isinstance(value, list):  # ${A[@]} (possibly with an operator we do not model)
+            if op:
+                out.add(Piece(None, via, desc=whole), quoted=True)
+            elif join:
+                self._add_word(out, _join_words(value, via), quoted, join)
+            else:
+                out.add_multi(value, quoted)
+            return
+        result = self._apply_op(name, value, op, operand_start, body_end, via, whole)
+        self._add_word(out, result, quoted, join)
+
+    def _length(self, name: str, of_array: bool, via: Span, whole: str) -> Piece:
+        if name in "@*#":
+            if not self.scope.positional_known():
+                return Piece(None, via, desc=whole)
+            return Piece(str(len(self.scope.positional())), via)
+        value = self._value(name)
+        if isinstance(value, str):
+            return Piece(None, via, desc=whole)
+        if value is None:
+            return Piece("0", via)
+        if of_array:
+            return Piece(str(len(value.elements())), via)
+        text = word_text(value.first())
+        return Piece(None if text is None else str(len(text)), via, desc="" if text is not None else whole)
+
+    def _subscripted(self, name: str, subscript: str | None, via: Span, whole: str) -> Word | list[Word] | str | None:
+        """A scalar word, a list of words (`[@]`), None (unset) or "unknown"."""
+        if name in ("@", "*") and subscript is None:
+            return [self._used(w, via) for w in self.scope.positional()]
+        value = self._value(name)
+        if isinstance(value, str) or value is None:
+            return value
+        if subscript in ("@", "*"):
+            return [self._used(w, via) for w in value.elements()]
+        if subscript is None:
+            return self._used(value.first(), via)
+        index = self.arith_text(subscript)
+        elements = value.elements()
+        if index is None:
+            return "unknown"
+        if 0 <= index < len(elements):
+            return self._used(elements[index], via)
+        return None
+
+    def _apply_op(self, name: str, value: Word | str | None, op: str, operand_start: int, operand_end: int,
+                  via: Span, whole: str) -> Word:
+        unknown = (Piece(None, via, desc=whole),)
+        if not op:
+            if value == "unknown":
+                return unknown
+            return value if isinstance(value, tuple) else (Piece("", via),)
+        if op in (":-", "-", ":=", "=", ":+", "+", ":?", "?"):
+            if value == "unknown":
+                # Only the environment could set it, and rlpatch assumes an empty environment unless
+                # given (--env/--use-env): the script's own default is what runs.
+                state: bool | None = False
+            elif value is None:
+                state = False
+            else:
+                state = True if op[0] != ":" else word_known_prefix_nonempty(value)  # type: ignore[arg-type]
+            if state is None:
+                return unknown
+            operand = lambda: self._nested().scalar(operand_start, operand_end)  # noqa: E731
+            if op in (":+", "+"):
+                return operand() if state else (Piece("", via),)
+            if state:
+                return value  # type: ignore[return-value]
+            if op in (":?", "?"):
+                return unknown
+            word = operand()
+            if op in (":=", "="):
+                self.scope.assign_default(name, word, self.src.span(operand_start, operand_end))
+            return word
+        if value == "unknown" or value is None:
+            return unknown if value == "unknown" else (Piece("", via),)
+        text = word_text(value)  # type: ignore[arg-type]
+        if text is None:
+            return unknown
+        operand_text = word_text(self._nested().scalar(operand_start, operand_end))
+        transformed = _transform(text, op, operand_text, self.arith_text)
+        if transformed is None:
+            return unknown
+        return (Piece(transformed, via, via=via),)
+
+
+
+def _join_words(words: list[Word], via: Span) -> Word:
+    joined: list[Piece] = []
+    for index, word in enumerate(words):
+        if index:
+            joined.append(Piece(" ", via))
+        joined.extend(word)
+    return tuple(joined)
+
+
+def _transform(text: str, op: str, operand: str | None, arith: Callable[[str], int | None]) -> str | None:
+    """Case conversion, prefix/suffix removal, substitution, substring on a known value."""
+    import fnmatch
+
+    if op == ",,":
+        return text.lower()
+    if op == "^^":
+        return text.upper()
+    if op == ",":
+        return text[:1].lower() + text[1:]
+    if op == "^":
+        return text[:1].upper() + text[1:]
+    if operand is None:
+        return None
+    if op in ("#", "##"):
+        lengths = range(len(text) + 1) if op == "#" else range(len(text), -1, -1)
+        for size in lengths:
+            if fnmatch.fnmatchcase(text[:size], operand):
+                return text[size:]
+        return text
+    if op in ("%", "%%"):
+        lengths = range(len(text) + 1) if op == "%" else range(len(text), -1, -1)
+        for size in lengths:
+            if fnmatch.fnmatchcase(text[len(text) - size:], operand):
+                return text[:len(text) - size]
+        return text
+    if op in ("/", "//", "/#", "/%"):
+        pattern, _, replacement = operand.partition("/")
+        if any(ch in pattern for ch in "*?["):
+            return None
+        if op == "//":
+            return text.replace(pattern, replacement)
+        if op == "/#":
+            return replacement + text[len(pattern):] if text.startswith(pattern) else text
+        if op == "/%":
+            return text[: len(text) - len(pattern)] + replacement if pattern and text.endswith(pattern) else text
+        return text.replace(pattern, replacement, 1)
+    if op == ":":
+        offset_text, _, length_text = operand.partition(":")
+        offset = arith(offset_text) if offset_text.strip() else 0
+        length = arith(length_text) if length_text.strip() else None
+        if offset is None or (length_text.strip() and length is None):
+            return None
+        sliced = text[offset:] if offset >= 0 else text[len(text) + offset:]
+        if length is not None:
+            sliced = sliced[:length] if length >= 0 else sliced[:length]
+        return sliced
+    return None

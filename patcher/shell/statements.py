@@ -1,0 +1,380 @@
+"""One shell process of the evaluator: statements, assignments, commands, functions, `source`/`bash FILE`.
+
+`Shell` walks a tree-sitter-bash tree in file order with bash semantics and never executes
+anything: it keeps variables (scalars and arrays, exported or not), functions and positional
+parameters, answers `$(dirname "$0")`-style substitutions itself, follows `source FILE` and
+`bash FILE args`, and hands every command that launches a verl entry point to its path's run as a
+`Launch`. Control flow lives in `rlpatch.shell.control`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import TYPE_CHECKING, Iterator
+
+from rlpatch.shell.control import ControlFlow, PathExit, ScopeReturn
+from rlpatch.shell.launch import find_launch
+from rlpatch.shell.parse import ParsedScript
+from rlpatch.shell.pieces import Piece, Value, Word
+from rlpatch.shell.results import Arg
+from rlpatch.shell.source import SourceFile, Span
+from rlpatch.shell.words import Expander
+
+if TYPE_CHECKING:
+    from rlpatch.shell.evaluator import PathRun
+
+MAX_INCLUDE_DEPTH = 8
+
+_SKIP_ARG_TYPES = {"file_redirect", "heredoc_redirect", "herestring_redirect", "comment"}
+_SCRIPT_PATH = r'"?\$\{?(?:0|BASH_SOURCE(?:\[0\])?)\}?"?'
+_SCRIPT_DIR = re.compile(r'\$\(\s*dirname\s+' + _SCRIPT_PATH + r'\s*\)')
+_SCRIPT_DIR_ABS = re.compile(
+    r'\$\(\s*(?:cd\s+"?\$\(\s*dirname\s+' + _SCRIPT_PATH + r'\s*\)"?\s*(?:&&|;)\s*pwd(?:\s+-P)?'
+    r'|(?:realpath|readlink\s+-f)\s+"?\$\(\s*dirname\s+' + _SCRIPT_PATH + r'\s*\)"?'
+    r'|dirname\s+"?\$\(\s*(?:realpath|readlink\s+-f)\s+' + _SCRIPT_PATH + r'\s*\)"?)\s*\)'
+)
+
+
+class Shell(ControlFlow):
+    """One shell process evaluating one path: implements pieces.Scope."""
+
+    def __init__(self, run: "PathRun", source: SourceFile, parsed: ParsedScript, variables: dict[str, Value],
+                 positional: list[Word], depth: int) -> None:
+        self.run = run
+        self.source = source
+        self.parsed = parsed
+        self.variables = variables
+        self.positional_words = positional
+        self.args_known = True  # False for a top-level script linted without `-- args`: $# is unknown
+        self.functions: dict[str, tuple["Shell", object]] = {}
+        self.depth = depth
+        self.expander = Expander(source, self)
+        self.variables.setdefault("BASH_SOURCE", Value(array=[(Piece(source.path, source.span(0, 0)),)]))
+
+    # ---- pieces.Scope ------------------------------------------------------------------------
+    def lookup(self, name: str) -> Value | None | str:
+        return self.variables.get(name, "unknown")
+
+    def assign_default(self, name: str, word: Word, span: Span) -> None:
+        self.variables[name] = Value(scalar=word, span=span)
+
+    def positional(self) -> list[Word]:
+        return self.positional_words
+
+    def positional_known(self) -> bool:
+        return self.args_known
+
+    def command_substitution(self, text: str, span: Span) -> Word | None:
+        directory = os.path.dirname(self.source.path) or "."
+        if _SCRIPT_DIR_ABS.fullmatch(text):
+            return (Piece(os.path.abspath(directory), span),)
+        if _SCRIPT_DIR.fullmatch(text):
+            return (Piece(directory, span),)
+        return None
+
+    # ---- statements ---------------------------------------------------------------------------
+    def run_block(self, nodes) -> bool | None:
+        status: bool | None = True
+        for node in nodes:
+            status = self.run_node(node)
+        return status
+
+    def run_node(self, node) -> bool | None:  # noqa: C901 - one dispatch table over node types
+        self.run.step()
+        kind = node.type
+        if kind in ("comment", ";", ";;", "&", "\n") or not node.is_named:
+            return True
+        if kind in ("program", "compound_statement", "do_group", "subshell"):
+            if kind == "compound_statement" and node.child_count and node.children[0].type == "((":
+                return self.arith_statement(node)
+            return self.run_block(node.named_children)
+        if kind == "redirected_statement":
+            body = node.child_by_field_name("body") or (node.named_children[0] if node.named_children else None)
+            return self.run_node(body) if body is not None and body.type not in _SKIP_ARG_TYPES else True
+        if kind == "variable_assignment":
+            self.assign(node)
+            return True
+        if kind == "variable_assignments":
+            for child in node.named_children:
+                self.assign(child)
+            return True
+        if kind == "declaration_command":
+            self.declare(node)
+            return True
+        if kind == "unset_command":
+            for child in node.named_children:
+                if child.type == "variable_name":
+                    self.variables[self.text(child)] = None  # type: ignore[assignment]
+            return True
+        if kind == "command":
+            return self.command(node)
+        if kind == "list":
+            return self.run_list(node)
+        if kind == "pipeline":
+            status = None
+            for child in node.named_children:
+                status = self.run_node(child)
+            return status
+        if kind == "negated_command":
+            status = self.run_block(node.named_children)
+            return None if status is None else not status
+        if kind == "if_statement":
+            return self.run_if(node)
+        if kind == "case_statement":
+            return self.run_case(node)
+        if kind == "for_statement":
+            return self.run_for(node)
+        if kind in ("while_statement", "c_style_for_statement"):
+            body = node.child_by_field_name("body")
+            if body is not None and self.run.chooser.choose(2) == 0:
+                self.run_node(body)
+            return None
+        if kind == "function_definition":
+            name = node.child_by_field_name("name")
+            body = node.child_by_field_name("body")
+            if name is not None and body is not None:
+                self.functions[self.text(name)] = (self, body)
+            return True
+        if kind == "test_command":
+            return self.test(node)
+        if kind == "ERROR":
+            self.run.unknown(f"unparsable shell text {self.text(node)[:40]!r}", self.node_span(node))
+            return None
+        return None
+
+    # ---- helpers ------------------------------------------------------------------------------
+    def text(self, node) -> str:
+        return self.source.text[self.start(node):self.end(node)]
+
+    def start(self, node) -> int:
+        return self.source.char_offset(node.start_byte)
+
+    def end(self, node) -> int:
+        return self.source.char_offset(node.end_byte)
+
+    def node_span(self, node) -> Span:
+        return self.source.span(self.start(node), self.end(node))
+
+    def word_ranges(self, nodes) -> Iterator[tuple[int, int]]:
+        """Character ranges of the words among `nodes`, merging siblings that touch (error recovery)."""
+        current: tuple[int, int] | None = None
+        char_offset = self.source.char_offset
+        for node in nodes:
+            kind = node.type
+            if kind in _SKIP_ARG_TYPES or kind == "(" or kind == ")":  # redirects, comments, array parens
+                if current:
+                    yield current
+                current = None
+                continue
+            start, end = char_offset(node.start_byte), char_offset(node.end_byte)
+            if current is not None and current[1] == start:
+                current = (current[0], end)
+            else:
+                if current:
+                    yield current
+                current = (start, end)
+        if current:
+            yield current
+
+    def args_of(self, nodes) -> list[Arg]:
+        args: list[Arg] = []
+        span_of, fields = self.source.span, self.expander.fields
+        for start, end in self.word_ranges(nodes):
+            span = span_of(start, end)
+            for word in fields(start, end):
+                args.append(Arg(word, span))
+        return args
+
+    # ---- assignments ------------------------------------------------------------------------
+    def assign(self, node, exported: bool | None = None, target: dict[str, Value] | None = None) -> None:
+        children = node.children
+        if not children:
+            return
+        name_node = children[0]
+        target = self.variables if target is None else target
+        name = self.text(name_node)
+        index_text = None
+        if name_node.type == "subscript":
+            base = name_node.child_by_field_name("name")
+            index = name_node.child_by_field_name("index")
+            name = self.text(base) if base is not None else name.split("[", 1)[0]
+            index_text = self.text(index) if index is not None else None
+        operator = children[1] if len(children) > 1 else None
+        append = operator is not None and self.text(operator) == "+="
+        value_start = self.end(operator) if operator is not None else self.end(name_node)
+        value_nodes = children[2:]
+        span = self.source.span(value_start, self.end(node))
+        old = target.get(name)
+        old = old if isinstance(old, Value) else None
+        was_exported = bool(old and old.exported)
+        if value_nodes and value_nodes[0].type == "array":
+            elements = self.args_of(value_nodes[0].children[1:-1] if value_nodes[0].child_count >= 2 else [])
+            words = [arg.word for arg in elements]
+            if append and old is not None:
+                words = old.elements() + words
+            value = Value(array=words, span=span)
+        else:
+            word = self.expander.scalar(value_start, self.end(node))
+            if index_text is not None:
+                index = self.expander.arith_text(index_text)
+                items = old.elements() if old else []
+                if index is None:
+                    value = Value(array=items, span=span)
+                else:
+                    items = items + [()] * max(0, index + 1 - len(items))
+                    items[index] = word
+                    value = Value(array=items, span=span)
+            elif append and old is not None:
+                if old.array is not None:
+                    value = Value(array=old.elements() + [word], span=span)
+                else:
+                    value = Value(scalar=tuple(old.first()) + word, span=span)
+            else:
+                value = Value(scalar=word, span=span)
+        value.exported = was_exported if exported is None else exported or was_exported
+        target[name] = value
+
+    def declare(self, node) -> None:
+        keyword = self.text(node.children[0]) if node.children else ""
+        flags = "".join(self.text(c)[1:] for c in node.named_children if c.type == "word" and self.text(c).startswith("-"))
+        exported = keyword == "export" or "x" in flags
+        for child in node.named_children:
+            if child.type == "variable_assignment":
+                self.assign(child, exported=exported or None)
+            elif child.type == "variable_name" and exported:
+                name = self.text(child)
+                value = self.variables.get(name)
+                if isinstance(value, Value):
+                    value.exported = True
+
+    def arith_statement(self, node) -> bool | None:
+        inner = self.text(node)[2:-2]
+        match = re.fullmatch(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*=(?!=)\s*(.*?)\s*", inner, re.S)
+        if match:
+            value = self.expander.arith_text(match.group(2))
+            span = self.node_span(node)
+            piece = Piece(None if value is None else str(value), span, desc="" if value is not None else inner)
+            self.variables[match.group(1)] = Value(scalar=(piece,), span=span)
+            return True
+        value = self.expander.arith_text(inner)
+        return None if value is None else value != 0
+
+    # ---- commands -----------------------------------------------------------------------------
+    def command(self, node) -> bool | None:
+        prefix: dict[str, Value] = {}
+        words = []
+        for child in node.children:
+            if child.type == "variable_assignment":
+                self.assign(child, exported=True, target=prefix)
+            elif child.type == "command_name":
+                words.append(child)
+            elif child.type == "subshell":
+                continue
+            else:
+                words.append(child)
+        argv = self.args_of(words)
+        if not argv:
+            self.variables.update(prefix)
+            return True
+        name = argv[0].text
+        if name in ("true", ":"):
+            return True
+        if name == "false":
+            return False
+        if name in ("exit",):
+            raise PathExit
+        if name == "return":
+            raise ScopeReturn
+        if name in ("source", "."):
+            self.include(argv[1:], node, same_shell=True)
+            return None
+        if name in ("bash", "sh"):
+            self.include(argv[1:], node, same_shell=False, prefix=prefix)
+            return None
+        if name == "set" and len(argv) > 1 and argv[1].text == "--":
+            self.positional_words = [arg.word for arg in argv[2:]]
+            return True
+        if name == "set" and len(argv) > 1 and argv[1].text == "--":
+            self.args_known = True
+        if name == "shift":
+            count = int(argv[1].text) if len(argv) > 1 and (argv[1].text or "").isdigit() else 1
+            self.positional_words = self.positional_words[count:]
+            return True
+        if name == "read":
+            for arg in argv[1:]:
+                if arg.text and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", arg.text):
+                    self.variables[arg.text] = Value(scalar=(Piece(None, arg.span, desc=f"read {arg.text}"),))
+            return None
+        if name is not None and name in self.functions:
+            return self.call(name, argv[1:])
+        launch = find_launch(argv, self.node_span(node), self.launch_env(prefix))
+        if launch is not None:
+            self.run.launch(launch)
+        return None
+
+    def launch_env(self, prefix: dict[str, Value]) -> dict[str, Value]:
+        env = {name: value for name, value in self.variables.items()
+               if isinstance(value, Value) and value.exported}
+        env.update(prefix)
+        return env
+
+    def call(self, name: str, args: list[Arg]) -> bool | None:
+        owner, body = self.functions[name]
+        if self.depth > MAX_INCLUDE_DEPTH * 4:
+            return None
+        saved, saved_known = self.positional_words, self.args_known
+        self.positional_words = [arg.word for arg in args]
+        self.args_known = True
+        self.depth += 1
+        try:
+            if owner is self:
+                return self.run_node(body)
+            owner.variables = self.variables
+            return owner.run_node(body)
+        except ScopeReturn:
+            return None
+        finally:
+            self.depth -= 1
+            self.positional_words, self.args_known = saved, saved_known
+
+    def include(self, args: list[Arg], node, same_shell: bool, prefix: dict[str, Value] | None = None) -> None:
+        """`source FILE args` / `bash FILE args`: evaluate FILE when it exists, else note it."""
+        rest = list(args)
+        while not same_shell and rest and (rest[0].text or "").startswith("-") and rest[0].text != "-":
+            if rest[0].text in ("-c",):
+                return
+            rest = rest[1:]
+        if not rest:
+            return
+        target = rest[0]
+        if target.text is None:
+            self.run.unknown(f"cannot tell which file `{self.text(node)[:60]}` runs", target.span)
+            return
+        path = self.run.resolve(target.text, self.source.path)
+        if path is None:
+            self.run.unknown(f"{target.text}: not found, not followed", target.span)
+            return
+        if self.depth >= MAX_INCLUDE_DEPTH or path in self.run.stack:
+            return
+        loaded = self.run.load(path)
+        if loaded is None:
+            return
+        source, parsed = loaded
+        positional = [arg.word for arg in rest[1:]] if len(rest) > 1 or not same_shell else self.positional_words
+        if same_shell:
+            shell = Shell(self.run, source, parsed, self.variables, positional, self.depth + 1)
+            shell.functions = self.functions
+            shell.args_known = self.args_known or len(rest) > 1
+        else:
+            env = {name: value.copy() for name, value in self.launch_env(prefix or {}).items()}
+            shell = Shell(self.run, source, parsed, env, positional, self.depth + 1)
+        self.run.stack.append(path)
+        try:
+            shell.run_node(parsed.tree.root_node)
+        except (ScopeReturn, PathExit):
+            pass
+        finally:
+            self.run.stack.pop()
+        if same_shell:
+            self.functions.update(shell.functions)
