@@ -3,7 +3,7 @@
 Owns the lint engine (`engine`: files -> runs -> findings, `--jobs`), what a lint rule is
 (`rule`: `LintRule`, `LintContext`, `Finding`), the shared checks rules build on (`checks`), the
 reporters (`report`: concise, full, json, github, sarif), `[tool.rlpatch]` configuration
-(`config`), the Hydra knowledge behind RL3xx (`hydra_schema`: verl config discovery, composition
+(`config`), the Hydra knowledge behind RL3xx (`schema_compose`: verl config discovery, composition
 and its on-disk cache), the msprobe config.json knowledge behind RL5xx (`msprobe_config`,
 `jsonpos`) and the version facts behind RL6xx (`versions_family`). The rules themselves live in
 `rlpatch.rules` and reach the linter through `rlpatch.registry`. It reads scripts only through the
