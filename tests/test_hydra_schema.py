@@ -12,8 +12,9 @@ import pytest
 
 pytest.importorskip("hydra")
 
-from rlpatch.lint import schema_compose
-from rlpatch.lint.schema_compose import OverrideRecord, lint_overrides, locate_config
+from rlpatch.lint import hydra_schema
+from rlpatch.lint.hydra_schema import OverrideRecord, lint_overrides
+from rlpatch.lint.schema_discovery import locate_config
 
 MINI = Path(__file__).resolve().parent.parent / "fixtures" / "verl_mini"
 HYDRA_ERRORS = ("RL301", "RL302", "RL303", "RL304")
@@ -135,7 +136,7 @@ def test_warm_cache_imports_no_hydra(private_cache: Path) -> None:
 
     script = (
         "import sys\n"
-        "from rlpatch.lint.schema_compose import lint_overrides, OverrideRecord as R\n"
+        "from rlpatch.lint.hydra_schema import lint_overrides, OverrideRecord as R\n"
         f"r = lint_overrides([R.from_text('trainer.nnode=2'), R.from_text('model_engine=megatron')], verl_root={str(MINI)!r})\n"
         "print(sorted(p.code for p in r.problems), 'hydra' in sys.modules)\n"
     )
@@ -170,7 +171,7 @@ def test_skipped_without_verl(tmp_path: Path) -> None:
 
 
 def test_skipped_without_hydra(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(schema_compose, "hydra_available", lambda: False)
+    monkeypatch.setattr(hydra_schema, "hydra_available", lambda: False)
     result = lint_overrides([OverrideRecord.from_text("a=1")], verl_root=MINI)
     assert result.skipped is not None and result.problems == []
 

@@ -151,7 +151,7 @@ def test_verdict_equals_hydra_compose(verl: tuple[Version, Path], override: str)
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    from rlpatch.lint.schema_compose import OverrideRecord, lint_overrides
+    from rlpatch.lint.hydra_schema import OverrideRecord, lint_overrides
 
     _, root = verl
     config_dir = root / "verl" / "trainer" / "config"

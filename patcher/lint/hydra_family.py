@@ -1,6 +1,6 @@
 """RL3xx glue: one Hydra/schema verdict per run, shared by the RL301-RL306 rule modules.
 
-`rlpatch.lint.schema_compose` decides; this module turns a `Run` into its override records, picks the
+`rlpatch.lint.hydra_schema` decides; this module turns a `Run` into its override records, picks the
 verl config from the lint options, remembers the answer on the run (six rules, one compose), and
 maps each problem's offsets inside an override back to the script (through variables, arrays and
 continuations, via `Arg.sub_span`).
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import os
 
+from rlpatch.lint.hydra_schema import OverrideRecord, SchemaResult, lint_overrides
 from rlpatch.lint.rule import LintContext, LintOptions
-from rlpatch.lint.schema_compose import OverrideRecord, SchemaResult, lint_overrides
 from rlpatch.lint.versions_family import _cache
 from rlpatch.shell.model import Override
 from rlpatch.upstream.envprobe import probe_here
