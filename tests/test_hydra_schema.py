@@ -13,7 +13,8 @@ import pytest
 pytest.importorskip("hydra")
 
 from rlpatch.lint import hydra_schema
-from rlpatch.lint.hydra_schema import OverrideRecord, lint_overrides, locate_config
+from rlpatch.lint.hydra_schema import OverrideRecord, lint_overrides
+from rlpatch.lint.schema_discovery import locate_config
 
 MINI = Path(__file__).resolve().parent.parent / "fixtures" / "verl_mini"
 HYDRA_ERRORS = ("RL301", "RL302", "RL303", "RL304")

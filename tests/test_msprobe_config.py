@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rlpatch.lint import jsonpos
-from rlpatch.lint.msprobe_config import Options, check_file, check_text, is_valid
+from rlpatch.lint.msprobe_config import check_file, check_text, is_valid
+from rlpatch.lint.msprobe_schema import Options
 
 CONFIG = """{
   "task": "tensor",

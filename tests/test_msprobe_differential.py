@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from rlpatch.lint.msprobe_config import Options, check_file, is_valid
+from rlpatch.lint.msprobe_config import check_file, is_valid
+from rlpatch.lint.msprobe_schema import Options
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))

@@ -3,12 +3,15 @@
 Owns the lint engine (`engine`: files -> runs -> findings, `--jobs`), what a lint rule is
 (`rule`: `LintRule`, `LintContext`, `Finding`), the shared checks rules build on (`checks`), the
 reporters (`report`: concise, full, json, github, sarif), `[tool.rlpatch]` configuration
-(`config`), the Hydra knowledge behind RL3xx (`hydra_schema`: verl config discovery, composition
-and its on-disk cache), the msprobe config.json knowledge behind RL5xx (`msprobe_config`,
-`jsonpos`) and the version facts behind RL6xx (`versions_family`). The rules themselves live in
-`rlpatch.rules` and reach the linter through `rlpatch.registry`. It reads scripts only through the
-front end (`rlpatch.shell`) and may import the upstream facts; it never imports the patch engine
-(nor libcst): RL605 asks `rlpatch verify` as a subprocess.
+(`config`), the Hydra knowledge behind RL3xx (`hydra_schema`, its entry, over
+`schema_discovery`: finding verl's config directory, `schema_grammar`: Hydra's parse of each
+override, `schema_compose`: the composed config and the override replay, `schema_cache`: the
+on-disk cache), the msprobe config.json knowledge behind RL5xx (`msprobe_config`, the entry and the
+value checks, over `msprobe_rules`: cross-field, path and run rules, `msprobe_schema`: what msprobe
+accepts, and `jsonpos`) and the version facts behind RL6xx (`versions_family`). The rules
+themselves live in `rlpatch.rules` and reach the linter through `rlpatch.registry`. It reads
+scripts only through the front end (`rlpatch.shell`) and may import the upstream facts; it never
+imports the patch engine (nor libcst): RL605 asks `rlpatch verify` as a subprocess.
 """
 
 MAY_IMPORT: tuple[str, ...] = ("errors", "registry", "upstream", "shell")

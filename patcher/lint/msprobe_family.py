@@ -14,7 +14,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from rlpatch.lint.msprobe_config import ConfigFinding, Options, check_file
+from rlpatch.lint.msprobe_config import check_file
+from rlpatch.lint.msprobe_schema import ConfigFinding, Options
 from rlpatch.lint.rule import Finding, LintContext, LintRule
 from rlpatch.shell.model import INFERENCE_DUMP_KEYS, Run
 from rlpatch.shell.source import Span

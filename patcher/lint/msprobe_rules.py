@@ -1,0 +1,215 @@
+"""The msprobe config rules beyond one field's value (RL503-RL507), as `RuleChecks`.
+
+Once the value checks of `msprobe_config` have established the effective task, level and task
+section, these checks follow what msprobe does later: the cross-field rules of its DebuggerConfig
+and the scope range it builds when the dump service starts (RL503), its path rules before it
+creates the dump directory (RL504), the keys and sections it silently ignores (RL505), and what
+the run needs from the file: a `rank` list that meets the run's world size (RL506) and the
+task/level a consistency comparison needs (RL507).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+from rlpatch.lint.jsonpos import Path
+from rlpatch.lint.msprobe_schema import (
+    API_NAME,
+    MODULE_NAME,
+    MODULE_PREFIXES,
+    NAME_MAX,
+    PATH_MAX,
+    PATH_PATTERN,
+    SECTION_KEYS,
+    TASKS_ACCEPTED,
+    TOP_LEVEL_KEYS,
+    ConfigFinding,
+    ConfigWalker,
+    Effective,
+    step_rank_element_problem,
+)
+
+
+class RuleChecks(ConfigWalker):
+    """The RL503-RL507 checks of one document (mixed into the checker of `msprobe_config`)."""
+
+    # ---- cross-field rules (msprobe DebuggerConfig)
+
+    def cross_field(self, config: dict[str, Any], effective: Effective) -> Iterator[ConfigFinding]:
+        task, level, section = effective.task, effective.level, effective.section
+        lists = section.get("list") or []
+        scope = section.get("scope")
+        base: Path = (task,)
+        if task == "nan_check":
+            yield from self.nan_check(section, level)
+        if task == "structure" and level not in ("L0", "mix"):
+            yield self.finding("RL503", f"task structure runs at level mix, not {level} (msprobe warns and switches)",
+                               ("level",) if "level" in config else ("task",), severity="warning")
+        if config.get("async_dump") is True:
+            if task == "tensor" and level != "debug" and not lists:
+                yield self.finding("RL503", "async_dump with task tensor needs a non-empty 'list' of APIs",
+                                   ("async_dump",))
+            if section.get("summary_mode") == "md5":
+                yield self.finding("RL503", "async_dump cannot be combined with summary_mode md5",
+                                   base + ("summary_mode",))
+        yield from self.scope_range(config, effective)
+        if level == "L2" and task != "structure":
+            if scope:
+                yield self.finding("RL503", "level L2 does not take a scope", base + ("scope",))
+            elif not isinstance(lists, list) or len(lists) != 1:
+                yield self.finding("RL503", "level L2 needs a 'list' with exactly one API name",
+                                   base + ("list",) if "list" in section else ("level",))
+            elif task != "tensor":
+                yield self.finding("RL503", "level L2 needs task tensor", ("task",) if "task" in config else ("level",))
+
+    def scope_range(self, config: dict[str, Any], effective: Effective) -> Iterator[ConfigFinding]:
+        """msprobe builds its scope filter from `scope` and `list` when the dump service starts."""
+        task, section = effective.task, effective.section
+        level = "mix" if task == "structure" and effective.level not in ("L0", "mix") else effective.level
+        scope, lists = section.get("scope") or [], section.get("list") or []
+        if config.get("async_dump") is True and task == "tensor" and level == "debug":
+            lists = []  # msprobe drops the list in this combination
+        if not scope and not lists:
+            return
+        base: Path = (task,)
+        if task in ("structure", "diff_check"):  # the other tasks' sections were type-checked already
+            if not isinstance(lists, list) or not all(isinstance(item, str) for item in lists):
+                yield self.finding("RL502", "list must be a list of strings", base + ("list",))
+            scope = [scope] if isinstance(scope, str) else scope
+            if not isinstance(scope, list) or not all(isinstance(item, str) for item in scope):
+                yield self.finding("RL502", "scope must be a list of strings", base + ("scope",))
+                return
+        if not isinstance(scope, list) or not all(isinstance(item, str) for item in scope) or not scope:
+            return
+        where = base + ("scope",)
+        if len(scope) != 2:
+            yield self.finding("RL503", f"scope is a range: exactly two names [first, last], not {len(scope)}", where)
+            return
+        for index, name in enumerate(scope):
+            problem = _scope_name_problem(name, level)
+            if problem:
+                yield self.finding("RL503", f"scope[{index}] {problem}", where + (index,))
+                return
+        kinds = {name.split(".")[0] in MODULE_PREFIXES for name in scope}
+        if level != "mix" and len(kinds) == 2:
+            yield self.finding("RL503", f"at level {level} a scope range cannot mix a module name and an API name",
+                               where)
+
+    def nan_check(self, section: dict[str, Any], level: str) -> Iterator[ConfigFinding]:
+        if self.options.npu is False:
+            yield self.finding("RL503", "task nan_check needs an NPU (torch_npu)", ("task",))
+        if level != "L1":
+            yield self.finding("RL503", f"task nan_check needs level L1, not {level}", ("level",))
+        modes = section.get("data_mode") or ["all"]
+        if isinstance(modes, list) and "input" in modes and "output" not in modes and "all" not in modes:
+            yield self.finding("RL503", "task nan_check checks outputs: an input-only data_mode is rejected",
+                               ("nan_check", "data_mode"))
+
+    # ---- paths (msprobe's check before it creates the dump directory)
+
+    def paths(self, config: dict[str, Any]) -> Iterator[ConfigFinding]:
+        dump_path = config.get("dump_path")
+        if not dump_path:
+            if self.options.mode is None and not _load_only(config):
+                where: Path = ("dump_path",) if "dump_path" in config else ()
+                yield self.finding("RL504", "dump_path is required (msprobe: \"The dump_path not found\")", where)
+            return
+        if not isinstance(dump_path, str):
+            return
+        problem = dump_path_problem(dump_path)
+        if problem:
+            yield self.finding("RL504", problem, ("dump_path",))
+        elif not os.path.isabs(os.path.expanduser(dump_path)):
+            yield self.finding("RL504", f"dump_path {dump_path!r} is relative: it resolves against each worker's "
+                                        "working directory", ("dump_path",), severity="warning")
+
+    # ---- warnings about keys msprobe ignores
+
+    def unknown_keys(self, config: dict[str, Any], effective: Effective) -> Iterator[ConfigFinding]:
+        for key in config:
+            if key not in TOP_LEVEL_KEYS:
+                hint = _close(key, TOP_LEVEL_KEYS)
+                yield self.finding("RL505", f"msprobe ignores the unknown key {key!r}{hint}", (key,), key=True,
+                                   severity="warning")
+            elif key in TASKS_ACCEPTED and key != effective.task:
+                yield self.finding("RL505", f"the '{key}' section is ignored: the task is '{effective.task}'"
+                                            f"{' (the default)' if not config.get('task') else ''}",
+                                   (key,), key=True, severity="warning")
+        known = SECTION_KEYS.get(effective.task, frozenset())
+        section = config.get(effective.task)
+        if isinstance(section, dict):
+            for key in section:
+                if key not in known:
+                    yield self.finding("RL505", f"the '{effective.task}' section does not use {key!r}"
+                                                f"{_close(key, known)}", (effective.task, key), key=True,
+                                       severity="warning")
+
+    # ---- what the run needs from the file
+
+    def run_expectations(self, config: dict[str, Any], effective: Effective) -> Iterator[ConfigFinding]:
+        yield from self.rank_coverage(config.get("rank"))
+        if self.options.mode == "consistency":
+            if effective.task != "tensor":
+                yield self.finding("RL507", "consistency comparison (msprobe compare --consistent_check) needs "
+                                            f"task tensor, not {effective.task}", ("task",) if "task" in config else ())
+            if effective.level not in ("L0", "mix"):
+                yield self.finding("RL507", f"consistency comparison needs level L0 or mix, not {effective.level}",
+                                   ("level",) if "level" in config else ())
+
+    def rank_coverage(self, ranks: Any) -> Iterator[ConfigFinding]:
+        world = self.options.world_size
+        if not world or not isinstance(ranks, list) or not ranks:
+            return
+        listed = set()
+        for element in ranks:
+            if step_rank_element_problem(element):
+                return
+            listed.update(_expand(element))
+        if not any(rank < world for rank in listed):
+            yield self.finding("RL506", f"no rank in 'rank' exists in this run (ranks 0-{world - 1}): msprobe dumps "
+                                        "nothing at all", ("rank",), severity="warning")
+
+
+def dump_path_problem(dump_path: str) -> str | None:
+    """msprobe's check before it creates the dump directory: length and allowed characters."""
+    expanded = os.path.normpath(os.path.expanduser(dump_path))
+    if len(os.path.abspath(expanded)) > PATH_MAX:
+        return f"dump_path is longer than {PATH_MAX} characters"
+    if any(len(name) > NAME_MAX for name in expanded.split(os.sep)):
+        return f"a name in dump_path is longer than {NAME_MAX} characters"
+    if not PATH_PATTERN.match(expanded):
+        bad = sorted({char for char in expanded if not PATH_PATTERN.match(char)})
+        return (f"dump_path may hold only letters, digits and _ . : / - (msprobe refuses to create it); "
+                f"found {' '.join(repr(char) for char in bad)}")
+    return None
+
+
+def _scope_name_problem(name: str, level: str) -> str | None:
+    if level == "L1" and not API_NAME.match(name):
+        return f"must be a full API name such as 'Functional.relu.0.forward' at level L1, not {name!r}"
+    if level == "L0" and not MODULE_NAME.match(name):
+        return f"must be a full module name such as 'Module.layer.Linear.forward.0' at level L0, not {name!r}"
+    if level == "mix" and not API_NAME.match(name) and not MODULE_NAME.match(name):
+        return f"must be a full API or module name at level mix, not {name!r}"
+    return None
+
+
+def _load_only(config: dict[str, Any]) -> bool:
+    load = config.get("load")
+    return "load" in config and isinstance(load, dict) and not load.get("dump_after_load", False)
+
+
+def _expand(element: int | str) -> range:
+    if isinstance(element, int):
+        return range(element, element + 1)
+    bounds = [int(part) for part in element.split("-")]
+    return range(bounds[0], bounds[-1] + 1)
+
+
+def _close(word: str, candidates: frozenset[str]) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(word, sorted(candidates), n=1, cutoff=0.75)
+    return f" (did you mean {close[0]!r}?)" if close else ""

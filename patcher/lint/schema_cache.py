@@ -1,0 +1,95 @@
+"""The RL3xx family's on-disk cache: composed configs and Hydra's parse of overrides.
+
+Composing verl's config costs up to a second and importing Hydra's parser a few hundred
+milliseconds; reading a JSON file costs a few. Both results are therefore kept under
+`<rlpatch cache>/schema/` (`~/.cache/rlpatch/schema`, or `$RLPATCH_CACHE/schema`): a composed
+snapshot per (cache format, hydra-core version, verl version, config dir and search path, config
+name, group overrides, fingerprint of every yaml file), and one store of parsed overrides per
+hydra-core version. A warm lint thus imports no Hydra at all. Files are written atomically, and a
+cache that cannot be read or written only costs speed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import re
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rlpatch.lint.schema_discovery import ConfigSource, yaml_files
+
+FORMAT = 1  # bump when the cached snapshot layout changes
+
+
+def schema_path(source: ConfigSource, group_overrides: Sequence[str]) -> Path:
+    """The cache file of the snapshot of `source` composed with `group_overrides`."""
+    key = {
+        "format": FORMAT,
+        "hydra": hydra_version(),
+        "verl": str(source.verl_version) if source.verl_version else None,
+        "config_dir": str(source.config_dir),
+        "search_dirs": [str(d) for d in source.search_dirs],
+        "config_name": source.config_name,
+        "group_overrides": list(group_overrides),
+        "fingerprint": fingerprint(source),
+    }
+    return _schema_dir() / (hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest() + ".json")
+
+
+def overrides_store_path() -> Path:
+    """The store of Hydra's parse of override texts (one per hydra-core version)."""
+    return _schema_dir() / f"overrides-{hydra_version()}-{FORMAT}.json"
+
+
+def fingerprint(source: ConfigSource) -> str:
+    """Changes when any yaml file of the search path changes (a `--verl-root` under development)."""
+    digest = hashlib.sha256()
+    for directory in (source.config_dir, *source.search_dirs):
+        for relative in yaml_files(directory):
+            stat = (directory / relative).stat()
+            digest.update(f"{directory}/{relative}:{stat.st_size}:{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()
+
+
+def hydra_version() -> str | None:
+    """hydra-core's version read from its `__init__.py` (cheaper than importlib.metadata)."""
+    spec = importlib.util.find_spec("hydra")
+    if spec is None or not spec.origin:
+        return None
+    try:
+        text = Path(spec.origin).read_text(encoding="utf-8")
+    except OSError:
+        return None
+    match = re.search(r"__version__\s*=\s*['\"]([^'\"]+)", text)
+    return match.group(1) if match else None
+
+
+def _schema_dir() -> Path:
+    from rlpatch.upstream.wheelcache import cache_dir
+
+    return cache_dir() / "schema"
+
+
+def read_json(path: Path) -> Any:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return None
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write through a temporary file and rename: a concurrent reader never sees half a cache file."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            json.dump(data, out, separators=(",", ":"))
+        os.replace(temporary, path)
+    except OSError:
+        pass  # a read-only cache only costs speed

@@ -1,0 +1,163 @@
+"""Hydra's grammar applied to each override: how Hydra reads `key=v` (RL301).
+
+`parse_overrides` parses every override with Hydra's own `OverridesParser` and reduces the result to
+plain data (`ParsedOverride`: kind, key or group, package, value, sweep), which `schema_cache`
+keeps on disk so that a warm lint imports no Hydra. An override Hydra cannot parse, or a sweep
+that Hydra would refuse as ambiguous, is an RL301 `SchemaProblem`, positioned at the character
+where Hydra's generated ANTLR grammar fails. `SchemaProblem` is the finding every RL3xx check
+returns. Hydra (and antlr4) are imported only on a cache miss.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rlpatch.lint.schema_cache import overrides_store_path, read_json, write_json_atomic
+
+
+@dataclass(frozen=True)
+class SchemaProblem:
+    """A finding: `index` is the override it is about (None: the run as a whole, e.g. RL305);
+    `start`/`end` are 0-based character offsets inside that override's text."""
+
+    code: str
+    message: str
+    index: int | None = None
+    start: int = 0
+    end: int = 0
+
+
+@dataclass(frozen=True)
+class ParsedOverride:
+    """Hydra's parse of one override, reduced to plain data (so that it can be cached)."""
+
+    text: str
+    ok: bool
+    kind: str = ""  # CHANGE, ADD, FORCE_ADD, DEL
+    key_or_group: str = ""
+    package: str | None = None
+    value: Any = None
+    sweep: bool = False
+    error: str = ""
+    error_column: int = 0  # 0-based offset in text
+
+    @property
+    def key_end(self) -> int:
+        """Offset just after the key (the '=' or the end)."""
+        index = self.text.find("=")
+        return index if index >= 0 else len(self.text)
+
+    @property
+    def value_start(self) -> int:
+        index = self.text.find("=")
+        return index + 1 if index >= 0 else len(self.text)
+
+
+def parse_overrides(texts: Sequence[str], cache: bool = True) -> list[ParsedOverride]:
+    """Hydra's parse of each text; results are kept on disk so that a warm lint imports no Hydra."""
+    store_path = overrides_store_path()
+    store: dict[str, Any] = (read_json(store_path) or {}) if cache else {}
+    missing = [text for text in dict.fromkeys(texts) if text not in store]
+    if missing:
+        parser = _hydra_parser()
+        for text in missing:
+            store[text] = _parse_one(parser, text)
+        if cache:
+            if len(store) > 50_000:  # keep the file small: forget everything but this run
+                store = {text: store[text] for text in texts}
+            write_json_atomic(store_path, store)
+    return [ParsedOverride(text=text, **store[text]) for text in texts]
+
+
+def _hydra_parser() -> Any:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    return OverridesParser.create()
+
+
+def _parse_one(parser: Any, text: str) -> dict[str, Any]:
+    from hydra.errors import HydraException
+
+    try:
+        override = parser.parse_overrides([text])[0]
+    except HydraException as err:
+        return {"ok": False, "error": _parse_error_message(err), "error_column": _error_column(text)}
+    sweep = override.is_sweep_override()
+    value = None if sweep else override.value()
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        value = str(value)
+    return {
+        "ok": True,
+        "kind": override.type.name,
+        "key_or_group": override.key_or_group,
+        "package": override.package,
+        "value": value,
+        "sweep": sweep,
+    }
+
+
+def _parse_error_message(err: Exception) -> str:
+    lines = [line for line in str(err).splitlines() if line.strip() and not line.startswith("See https")]
+    lines = [line for line in lines if set(line.strip()) != {"^"}]
+    return (lines[0] if lines else "invalid override").replace("LexerNoViableAltException: ", "unexpected character in ")
+
+
+def _error_column(text: str) -> int:
+    """The 0-based offset where Hydra's generated ANTLR lexer/parser first fails on `text`.
+
+    Hydra's exception loses the position for some parser errors, so the same generated grammar is
+    run once more with a listener that only records where the first error is."""
+    from antlr4 import CommonTokenStream, InputStream
+    from antlr4.error.ErrorListener import ErrorListener
+    from hydra.grammar.gen.OverrideLexer import OverrideLexer
+    from hydra.grammar.gen.OverrideParser import OverrideParser
+
+    class FirstError(ErrorListener):  # type: ignore[misc]
+        column: int | None = None
+
+        def syntaxError(self, recognizer: Any, offending: Any, line: int, column: int, msg: str, e: Any) -> None:
+            if self.column is None:
+                self.column = getattr(offending, "start", None) if offending is not None else None
+                if self.column is None or self.column < 0:
+                    self.column = column
+
+    listener = FirstError()
+    lexer = OverrideLexer(InputStream(text))
+    lexer.removeErrorListeners()
+    lexer.addErrorListener(listener)
+    parser = OverrideParser(CommonTokenStream(lexer))
+    parser.removeErrorListeners()
+    parser.addErrorListener(listener)
+    with contextlib.suppress(Exception):  # only the recorded position matters here
+        parser.override()
+    column = listener.column if listener.column is not None else 0
+    return max(0, min(column, max(len(text) - 1, 0)))
+
+
+def grammar_problems(index: int, parsed: ParsedOverride) -> list[SchemaProblem]:
+    if not parsed.ok:
+        hint = _grammar_hint(parsed.text, parsed.error_column)
+        return [SchemaProblem("RL301", f"Hydra cannot parse '{parsed.text}': {parsed.error}{hint}", index,
+                              parsed.error_column, min(parsed.error_column + 1, len(parsed.text)))]
+    if parsed.sweep:
+        return [SchemaProblem(
+            "RL301",
+            f"'{parsed.text}' is a sweep (Hydra stops: \"Ambiguous value\"): write a list "
+            f"{parsed.text[:parsed.value_start]}[...] or quote the value",
+            index, parsed.value_start, len(parsed.text))]
+    return []
+
+
+def _grammar_hint(text: str, column: int) -> str:
+    char = text[column : column + 1]
+    if char == "~":
+        return " (bash does not expand ~ after 'key=': write the absolute path or $HOME)"
+    if char in "<>":
+        return " (a placeholder left in the script?)"
+    return ""
