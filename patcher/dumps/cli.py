@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from rlpatch.dumps.command import BACKENDS, DEFAULT_OUT, compare_argv, pair_out_dir
+from rlpatch.dumps.command import BACKENDS, DEFAULT_OUT, planned_commands
 from rlpatch.dumps.correlate import Correlation, correlate
 from rlpatch.dumps.layout import scan
 from rlpatch.errors import InputError
@@ -61,13 +61,8 @@ def _correlation(train: str, infer: str, backend: str) -> Correlation:
 
 
 def _pair_json(result: Correlation, backend: str, out: str, python: list[str]) -> dict:
-    ids = [pair.request_id for pair in result.pairs]
-    pairs = []
-    for pair in result.pairs:
-        folder = pair_out_dir(out, pair.request_id, pair.infer.rank, ids.count(pair.request_id) > 1)
-        pairs.append({"request_id": pair.request_id, "train": pair.train.as_json(False),
-                      "infer": pair.infer.as_json(True),
-                      "command": compare_argv(pair.train.path, pair.infer.path, backend, folder, python)})
+    pairs = [{"request_id": pair.request_id, "train": pair.train.as_json(False), "infer": pair.infer.as_json(True),
+              "command": argv} for pair, _, argv in planned_commands(result.pairs, backend, out, python)]
     return {"pairs": pairs, "unpaired": result.unpaired, "problems": result.problems}
 
 

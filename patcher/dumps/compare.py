@@ -18,7 +18,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
-from rlpatch.dumps.command import compare_argv, pair_out_dir
+from rlpatch.dumps.command import planned_commands
 from rlpatch.dumps.correlate import Pair
 
 NOT_MATCHED = "N/A"
@@ -125,12 +125,7 @@ def read_compare_csv(path: str) -> list[Row]:
 
 def plan(pairs: list[Pair], backend: str, out: str, python: list[str]) -> list[PairResult]:
     """One compare per pair, each writing into its own folder under `out`."""
-    ids = [pair.request_id for pair in pairs]
-    results = []
-    for pair in pairs:
-        folder = pair_out_dir(out, pair.request_id, pair.infer.rank, ids.count(pair.request_id) > 1)
-        results.append(PairResult(pair, compare_argv(pair.train.path, pair.infer.path, backend, folder, python), folder))
-    return results
+    return [PairResult(pair, argv, folder) for pair, folder, argv in planned_commands(pairs, backend, out, python)]
 
 
 def run_one(result: PairResult) -> PairResult:
