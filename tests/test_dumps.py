@@ -448,3 +448,79 @@ def test_check_and_pair_never_import_msprobe_or_matplotlib(tmp_path):
     result = subprocess.run([sys.executable, "-c", code, str(train), str(infer)], capture_output=True, text=True,
                             env={**os.environ, "PYTHONPATH": str(REPO / "tests")})
     assert result.stdout.strip().splitlines()[-1] == "[]", result.stderr
+
+
+FAKE_MSPROBE = """\
+#!{python}
+# Stands for `python -m msprobe.msprobe compare ...`: writes a compare CSV into -o, as msprobe does.
+import csv, os, sys
+out = sys.argv[sys.argv.index("-o") + 1]
+os.makedirs(out, exist_ok=True)
+print("[ERROR] Please verify that the CANN environment is set")  # msprobe says so on CPU
+rows = [
+    ("Module.model.layers.0.mlp.Linear.forward.0.output.0", "Module.model.layers.0.mlp.Linear.forward.0.output.0", "1.0", "pass"),
+    ("Module.model.layers.0.in_proj.Linear.forward.0.output.0", "N/A", "unsupported", "pass"),
+    ("Module.model.layers.1.mlp.Linear.forward.0.output.0", "Module.model.layers.1.mlp.Linear.forward.0.output.0", "0.97", "warning"),
+    ("Module.model.layers.2.mlp.Linear.forward.0.output.0", "Module.model.layers.2.mlp.Linear.forward.0.output.0", "0.5", "error"),
+]
+with open(os.path.join(out, "compare_result_20260101000000.csv"), "w", newline="") as handle:
+    writer = csv.writer(handle)
+    writer.writerow(["NPU Name", "Bench Name", "Cosine", "MaxAbsErr", "Result", "Err_message"])
+    for name, bench, cosine, result in rows:
+        writer.writerow([name, bench, cosine, "0.1", result, "" if result == "pass" else "too far"])
+"""
+
+
+def _fake_msprobe(tmp_path: Path) -> Path:
+    fake = tmp_path / "fake_python"
+    fake.write_text(FAKE_MSPROBE.format(python=sys.executable))
+    fake.chmod(0o755)
+    return fake
+
+
+def test_compare_parses_the_csv_and_reports_the_first_row_not_pass(tmp_path):
+    train = train_tree(tmp_path / "t", [train_record(0, [A]), train_record(1, [B])])
+    infer = infer_tree(tmp_path / "i", [infer_record(0, [(A, "new")]), infer_record(1, [(B, "new")])])
+    result = run_cli("dumps", "compare", "--train", str(train), "--infer", str(infer), "-o", str(tmp_path / "out"),
+                     "--python", str(_fake_msprobe(tmp_path)), "--format", "json")
+    assert result.exit_code == 1, result.stdout + result.stderr
+    entries = json.loads(result.stdout)["results"]
+    assert [e["request_id"] for e in entries] == [A, B]
+    for entry in entries:
+        assert entry["rows"] == {"pass": 1, "warning": 1, "error": 1}  # the N/A row was not compared
+        assert entry["first_difference"] == {
+            "name": "Module.model.layers.1.mlp.Linear.forward.0.output.0", "module": "Module.model.layers.1.mlp.Linear",
+            "result": "warning", "metrics": {"Cosine": "0.97", "MaxAbsErr": "0.1"}, "message": "too far"}
+        assert entry["csv"] == str(tmp_path / "out" / entry["request_id"] / "compare_result_20260101000000.csv")
+
+
+def test_compare_progress_bar_only_on_a_terminal(tmp_path):
+    import pty
+    import subprocess
+
+    train = train_tree(tmp_path / "t", [train_record(0, [A])])
+    infer = infer_tree(tmp_path / "i", [infer_record(0, [(A, "new")])])
+    argv = [sys.executable, "-m", "rlpatch.cli", "dumps", "compare", "--train", str(train), "--infer", str(infer),
+            "--python", str(_fake_msprobe(tmp_path))]
+    piped = subprocess.run(argv + ["-o", str(tmp_path / "o1")], capture_output=True, text=True)
+    assert piped.returncode == 1 and "msprobe compare" not in piped.stderr
+    leader, follower = pty.openpty()
+    try:
+        on_tty = subprocess.run(argv + ["-o", str(tmp_path / "o2")], stdout=subprocess.PIPE, stderr=follower, text=True)
+        os.close(follower)
+        follower = -1
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+    finally:
+        if follower != -1:
+            os.close(follower)
+        os.close(leader)
+    assert on_tty.returncode == 1 and b"msprobe compare" in seen
+    assert on_tty.stdout == piped.stdout.replace(str(tmp_path / "o1"), str(tmp_path / "o2"))
