@@ -524,3 +524,17 @@ def test_compare_progress_bar_only_on_a_terminal(tmp_path):
         os.close(leader)
     assert on_tty.returncode == 1 and b"msprobe compare" in seen
     assert on_tty.stdout == piped.stdout.replace(str(tmp_path / "o1"), str(tmp_path / "o2"))
+
+
+def test_compare_report_has_the_summary_and_a_plot_per_pair(tmp_path):
+    pytest.importorskip("matplotlib")
+    train = train_tree(tmp_path / "t", [train_record(0, [A]), train_record(1, [B])])
+    infer = infer_tree(tmp_path / "i", [infer_record(0, [(A, "new")]), infer_record(1, [(B, "new")])])
+    report = tmp_path / "report.html"
+    result = run_cli("dumps", "compare", "--train", str(train), "--infer", str(infer), "-o", str(tmp_path / "out"),
+                     "--python", str(_fake_msprobe(tmp_path)), "--report", str(report))
+    assert result.exit_code == 1 and f"report written to {report}" in result.stdout
+    page = report.read_text()
+    assert page.count('<img class="plot"') == 2 and page.count("data:image/png;base64,") == 2
+    assert page.count("<tr><td><code>") == 2 and "first module that is not pass" in page
+    assert not list(tmp_path.glob(".rlpatch-report-*"))  # written atomically, no temporary left

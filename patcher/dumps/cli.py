@@ -47,7 +47,8 @@ def check_cmd(directory: str, mode: str | None, script: str | None, fmt: str) ->
     for step in report["steps"]:
         where = f"step {step['step']}" + (f" {step['stage']}" if step["stage"] else "")
         ranks = ", ".join(map(str, step["ranks"])) or "none"
-        lines.append(f"  {where}: ranks {ranks} (expected {len(step['expected_ranks'])})")
+        expected = f" (expected {len(step['expected_ranks'])})" if step["expected_ranks"] else ""
+        lines.append(f"  {where}: ranks {ranks}{expected}")
         lines.extend(f"    problem: {problem}" for problem in step["problems"])
     lines.extend(f"  problem: {problem}" for problem in report["problems"])
     failed = has_problems(report)

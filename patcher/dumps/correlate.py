@@ -131,7 +131,7 @@ def training_side(tree: Tree, record: Record) -> tuple[Side | None, str]:
 
 
 def inference_side(tree: Tree, record: Record) -> Side:
-    step, rank = _as_int(record.get("step")) or 0, _as_int(record.get("rank")) or 0
+    step, rank = record.get("step"), record.get("rank")  # both checked to be ints in _prefills
     return Side(step, rank, os.path.join(tree.root, str(record.pid), f"step{step}", f"rank{rank}", DUMP_JSON),
                 record.pid)
 
@@ -165,6 +165,8 @@ def _prefills(infer: Tree, result: Correlation) -> dict[str, list[Record]]:
             elif len(requests) != 1:
                 for request_id in ids:
                     result.unpair(request_id, "infer", f"{where} ran {len(requests)} requests")
+            elif _as_int(record.get("step")) is None or _as_int(record.get("rank")) is None:
+                result.unpair(ids[0], "infer", f"dispatch_log record (pid {pid}, line {record.line}) has no step or rank")
             elif requests[0].get("type") != "new":
                 result.unpair(ids[0], "infer", f"{where}: the request is {requests[0].get('type')}, not new")
             else:
