@@ -538,3 +538,29 @@ def test_compare_report_has_the_summary_and_a_plot_per_pair(tmp_path):
     assert page.count('<img class="plot"') == 2 and page.count("data:image/png;base64,") == 2
     assert page.count("<tr><td><code>") == 2 and "first module that is not pass" in page
     assert not list(tmp_path.glob(".rlpatch-report-*"))  # written atomically, no temporary left
+
+
+def test_check_and_pair_never_open_tensor_files(tmp_path, monkeypatch):
+    import builtins
+    import io
+
+    train = train_tree(tmp_path / "t", [train_record(0, [A])])
+    infer = infer_tree(tmp_path / "i", [infer_record(0, [(A, "new")])])
+    for rank_dir in (train / "step0" / "rank0", infer / "200" / "step0" / "rank0"):
+        (rank_dir / "dump_tensor_data").mkdir()
+        (rank_dir / "dump_tensor_data" / "Module.model.forward.0.output.0.pt").write_bytes(b"\0" * 64)
+    opened: list[str] = []
+    real_open, real_io_open = builtins.open, io.open
+
+    def spy(real):
+        def wrapped(file, *args, **kwargs):
+            opened.append(str(file))
+            return real(file, *args, **kwargs)
+        return wrapped
+
+    monkeypatch.setattr(builtins, "open", spy(real_open))
+    monkeypatch.setattr(io, "open", spy(real_io_open))
+    assert run_cli("dumps", "check", str(train)).exit_code == 0
+    assert run_cli("dumps", "pair", "--train", str(train), "--infer", str(infer)).exit_code == 0
+    assert opened and not [path for path in opened if path.endswith(".pt") or "dump_tensor_data" in path]
+    assert not [path for path in opened if path.endswith("dump.json") and "/i/" in path]  # pair: existence only
