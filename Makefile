@@ -42,6 +42,7 @@ bench: $(STAMP)
 	$(PY) tests/bench_inference.py
 	$(PY) tests/bench_schema.py
 	$(PY) tests/bench_lint.py
+	$(PY) tests/bench_dumps.py
 
 demo: $(STAMP)
 	rm -rf "$(DEMO_DIR)"

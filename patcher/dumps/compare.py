@@ -1,0 +1,176 @@
+"""Run `msprobe compare` for every pair in the target interpreter and read back its CSV results.
+
+msprobe is never imported here: it runs as `<python> -m msprobe.msprobe compare` (one process per
+pair, up to the CPU count at once: each compare is CPU-bound in its own interpreter, so threads
+that wait on subprocesses are enough). Its CSV (`compare_result_{timestamp}.csv`) has one row per
+tensor in the training dump's forward order; rows whose other side is `N/A` were not matched and
+are left out of the counts. `Result` is `pass`/`warning`/`error`.
+"""
+
+from __future__ import annotations
+
+import csv
+import glob
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+
+from rlpatch.dumps.command import planned_commands
+from rlpatch.dumps.correlate import Pair
+
+NOT_MATCHED = "N/A"
+RESULTS = ("pass", "warning", "error")
+# The metrics a tensor-mode compare writes, and the statistics-mode ones.
+TENSOR_METRICS = ("Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr", "One Thousandth Err Ratio",
+                  "Five Thousandths Err Ratio")
+STATISTICS_METRICS = ("Max diff", "Min diff", "Mean diff", "L2norm diff", "MaxRelativeErr", "MinRelativeErr",
+                      "MeanRelativeErr", "NormRelativeErr")
+LOG_NAME = "msprobe_compare.log"
+csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # stack-info cells are long
+
+
+@dataclass
+class Row:
+    name: str
+    result: str
+    metrics: dict[str, str]
+    message: str
+
+    @property
+    def module(self) -> str:
+        """`Module.model.layers.1.mlp.Mlp` of `Module.model.layers.1.mlp.Mlp.forward.0.output.0`."""
+        return self.name.split(".forward.", 1)[0]
+
+
+@dataclass
+class PairResult:
+    pair: Pair
+    argv: list[str]
+    out: str
+    exit_code: int | None = None
+    csv_path: str | None = None
+    rows: list[Row] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def counts(self) -> dict[str, int]:
+        counts = dict.fromkeys(RESULTS, 0)
+        for row in self.rows:
+            if row.result in counts:
+                counts[row.result] += 1
+        return counts
+
+    @property
+    def first_difference(self) -> Row | None:
+        return next((row for row in self.rows if row.result != "pass"), None)
+
+    @property
+    def metric_name(self) -> str:
+        """Cosine for tensor dumps, the maximum relative error for statistics dumps."""
+        if any(_number(row.metrics.get("Cosine")) is not None for row in self.rows):
+            return "Cosine"
+        return "MaxRelativeErr"
+
+    def series(self) -> list[tuple[str, float | None, str]]:
+        name = self.metric_name
+        return [(row.name, _number(row.metrics.get(name)), row.result) for row in self.rows]
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None
+
+    def as_json(self) -> dict:
+        first = self.first_difference
+        return {
+            "request_id": self.pair.request_id,
+            "train": self.pair.train.as_json(False),
+            "infer": self.pair.infer.as_json(True),
+            "command": self.argv,
+            "exit_code": self.exit_code,
+            "csv": self.csv_path,
+            "rows": self.counts,
+            "first_difference": None if first is None else {
+                "name": first.name, "module": first.module, "result": first.result,
+                "metrics": first.metrics, "message": first.message},
+            "error": self.error,
+        }
+
+
+def _number(text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        return float(text.strip().rstrip("%"))
+    except ValueError:
+        return None
+
+
+def read_compare_csv(path: str) -> list[Row]:
+    """The matched forward rows of one compare CSV, in its (forward) order."""
+    rows = []
+    with open(path, encoding="utf-8", newline="") as handle:
+        for record in csv.DictReader(handle):
+            name, bench = record.get("NPU Name") or NOT_MATCHED, record.get("Bench Name") or NOT_MATCHED
+            if NOT_MATCHED in (name, bench) or ".backward." in name:
+                continue
+            metrics = {key: record[key] for key in TENSOR_METRICS + STATISTICS_METRICS
+                       if record.get(key) not in (None, "", NOT_MATCHED)}
+            rows.append(Row(name, (record.get("Result") or "").strip().lower(), metrics,
+                            (record.get("Err_message") or "").strip()))
+    return rows
+
+
+def plan(pairs: list[Pair], backend: str, out: str, python: list[str]) -> list[PairResult]:
+    """One compare per pair, each writing into its own folder under `out`."""
+    return [PairResult(pair, argv, folder) for pair, folder, argv in planned_commands(pairs, backend, out, python)]
+
+
+def run_one(result: PairResult) -> PairResult:
+    """Run one compare; its output goes to `{out}/msprobe_compare.log`, the newest new CSV is read."""
+    os.makedirs(result.out, exist_ok=True)
+    before = set(glob.glob(os.path.join(result.out, "compare_result_*.csv")))
+    log_path = os.path.join(result.out, LOG_NAME)
+    try:
+        with open(log_path, "w", encoding="utf-8") as log:
+            completed = subprocess.run(result.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                       check=False)
+    except OSError as err:
+        result.error = f"cannot run {result.argv[0]}: {err.strerror}"
+        return result
+    result.exit_code = completed.returncode
+    new = sorted(set(glob.glob(os.path.join(result.out, "compare_result_*.csv"))) - before, key=os.path.getmtime)
+    if completed.returncode != 0 or not new:
+        result.error = f"msprobe compare exited {completed.returncode} without a result ({_last_line(log_path)})"
+        return result
+    result.csv_path = new[-1]
+    try:
+        result.rows = read_compare_csv(result.csv_path)
+    except (OSError, csv.Error, UnicodeDecodeError) as err:
+        result.error = f"{result.csv_path}: unreadable ({err})"
+    return result
+
+
+def _last_line(log_path: str) -> str:
+    """The last error line msprobe logged (it logs a harmless CANN error on CPU, so errors are
+    looked for from the end), or its last line."""
+    try:
+        with open(log_path, encoding="utf-8", errors="replace") as handle:
+            lines = [line.strip() for line in handle if line.strip()]
+    except OSError:
+        return f"see {log_path}"
+    errors = [line for line in lines if "ERROR" in line and "CANN" not in line]
+    return (errors or lines or [f"no output, see {log_path}"])[-1]
+
+
+def run_all(results: list[PairResult], jobs: int, progress: Callable[[int], None] | None = None) -> list[PairResult]:
+    """Run the compares, `jobs` at a time; `progress(1)` after each one."""
+    if not results:
+        return results
+    with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(results)))) as pool:
+        for _ in as_completed([pool.submit(run_one, result) for result in results]):
+            if progress is not None:
+                progress(1)
+    return results

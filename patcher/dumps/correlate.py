@@ -1,0 +1,248 @@
+"""Pair training and inference dumps through request ids (spec `dumps.md` section 3).
+
+An inference record is usable when it is a prefill that ran exactly one request, new in that step;
+its id, normalised (vLLM >= 0.14's `-{8 hex}` suffix and PD disaggregation's `_P` stripped), is
+looked up in the training records that hold exactly one request. The two step counters are
+independent: the pair is `{train}/step{T}/rank{Rt}` with `{infer}/{pid}/step{I}/rank{Ri}`, and both
+`dump.json` files must exist. Everything that cannot be paired is listed with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from rlpatch.dumps.layout import DUMP_JSON, PROC, RANK, Tree
+
+VLLM_SUFFIX = re.compile(r"-[0-9a-f]{8}$")
+PD_SUFFIX = re.compile(r"_([PD])$")
+
+
+@dataclass(frozen=True)
+class Record:
+    """One line of a dispatch_log.jsonl or update_actor_log.jsonl, with the folder it came from."""
+
+    data: dict
+    pid: int  # the `{pid}` folder holding the log
+    line: int
+    timestamp: float | None
+
+    def get(self, key: str, default=None):
+        return self.data.get(key, default)
+
+
+@dataclass
+class Side:
+    """Where one side of a pair is: its step counter, rank, and dump.json."""
+
+    step: int
+    rank: int
+    path: str
+    pid: int | None = None
+
+    def as_json(self, with_pid: bool) -> dict:
+        found = {"pid": self.pid} if with_pid else {}
+        return {**found, "step": self.step, "rank": self.rank, "path": self.path}
+
+
+@dataclass
+class Pair:
+    request_id: str
+    train: Side
+    infer: Side
+
+
+@dataclass
+class Correlation:
+    pairs: list[Pair] = field(default_factory=list)
+    unpaired: list[dict] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    def unpair(self, request_id: str, side: str, why: str) -> None:
+        self.unpaired.append({"request_id": request_id, "side": side, "why": why})
+
+
+def parse_timestamp(value) -> float | None:
+    """Epoch seconds from an epoch number or an ISO 8601 string (both occur in these logs)."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            return float(text)
+        except ValueError:
+            pass
+        try:
+            return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return None
+    return None
+
+
+def read_log(path: str, pid: int, problems: list[str]) -> list[Record]:
+    """The JSON records of one log, oldest first; bad lines become problems, not errors."""
+    records = []
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            for number, line in enumerate(handle, 1):
+                if not line.strip():
+                    continue
+                try:
+                    data = json.loads(line)
+                except ValueError:
+                    problems.append(f"{path}:{number}: not a JSON record")
+                    continue
+                if isinstance(data, dict):
+                    records.append(Record(data, pid, number, parse_timestamp(data.get("timestamp"))))
+    except OSError as err:
+        problems.append(f"{path}: unreadable ({err.strerror})")
+    return sorted(records, key=lambda r: (r.timestamp is None, r.timestamp or 0.0, r.line))
+
+
+def normalise_request_id(request_id: str) -> tuple[str, str | None]:
+    """The id verl gave the request, and the PD role (`P`/`D`) if the id carried one."""
+    text = VLLM_SUFFIX.sub("", request_id)
+    role = PD_SUFFIX.search(text)
+    if role is not None:
+        text = VLLM_SUFFIX.sub("", text[: role.start()])
+    return text, role.group(1) if role else None
+
+
+def _as_int(value) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def training_side(tree: Tree, record: Record) -> tuple[Side | None, str]:
+    """The training dump a single-request record names (`rank{R}`, or `proc{pid}` without a rank)."""
+    step, rank = _as_int(record.get("step")), _as_int(record.get("rank"))
+    if step is None or rank is None:
+        return None, f"update_actor_log record (pid {record.pid}, line {record.line}) has no step or rank"
+    folder = os.path.join(tree.root, f"step{step}")
+    path = os.path.join(folder, f"rank{rank}", DUMP_JSON)
+    proc = os.path.join(folder, f"proc{_as_int(record.get('pid')) or record.pid}", DUMP_JSON)
+    if not os.path.isfile(path) and os.path.isfile(proc):
+        path = proc
+    return Side(step, rank, path), ""
+
+
+def inference_side(tree: Tree, record: Record) -> Side:
+    step, rank = record.get("step"), record.get("rank")  # both checked to be ints in _prefills
+    return Side(step, rank, os.path.join(tree.root, str(record.pid), f"step{step}", f"rank{rank}", DUMP_JSON),
+                record.pid)
+
+
+def _training_index(train: Tree, result: Correlation) -> tuple[dict[str, list[Record]], dict[str, int]]:
+    """id -> single-request training records; id -> size of a multi-request micro-batch holding it."""
+    single: dict[str, list[Record]] = {}
+    batched: dict[str, int] = {}
+    for pid, path in sorted(train.update_actor_logs.items()):
+        for record in read_log(path, pid, result.problems):
+            ids = [str(i) for i in record.get("request_ids") or []]
+            if record.get("num_requests") == 1 and len(ids) == 1:
+                single.setdefault(ids[0], []).append(record)
+            else:
+                for request_id in ids:
+                    batched[request_id] = len(ids)
+    return single, batched
+
+
+def _prefills(infer: Tree, result: Correlation) -> dict[str, list[Record]]:
+    """id -> the usable inference records; every other record is listed as unpaired with why."""
+    usable: dict[str, list[Record]] = {}
+    for pid, path in sorted(infer.dispatch_logs.items()):
+        for record in read_log(path, pid, result.problems):
+            requests = [r for r in record.get("requests") or [] if isinstance(r, dict)]
+            where = f"inference step {record.get('step')} (pid {pid}, rank {record.get('rank')})"
+            ids = [normalise_request_id(str(r.get("request_id")))[0] for r in requests]
+            if record.get("phase") != "prefill":
+                for request_id in ids:
+                    result.unpair(request_id, "infer", f"{where} is a {record.get('phase')} step")
+            elif len(requests) != 1:
+                for request_id in ids:
+                    result.unpair(request_id, "infer", f"{where} ran {len(requests)} requests")
+            elif _as_int(record.get("step")) is None or _as_int(record.get("rank")) is None:
+                result.unpair(ids[0], "infer", f"dispatch_log record (pid {pid}, line {record.line}) has no step or rank")
+            elif requests[0].get("type") != "new":
+                result.unpair(ids[0], "infer", f"{where}: the request is {requests[0].get('type')}, not new")
+            else:
+                request_id, role = normalise_request_id(str(requests[0].get("request_id")))
+                if role == "D":
+                    result.unpair(request_id, "infer", f"{where} is the decode instance of a PD run (_D)")
+                else:
+                    usable.setdefault(request_id, []).append(record)
+    return usable
+
+
+def correlate(train: Tree, infer: Tree, backend: str) -> Correlation:
+    result = Correlation()
+    if not infer.dispatch_logs:
+        result.problems.append(f"{infer.root}: no dispatch_log.jsonl: no request-id correlation possible "
+                               "(SGLang and vLLM-Ascend without rlpatch's dispatch logger write none)")
+    if not train.update_actor_logs:
+        result.problems.append(f"{train.root}: no update_actor_log.jsonl: no request-id correlation possible")
+    single, batched = _training_index(train, result)
+    prefills = _prefills(infer, result)
+    for request_id, infer_records in prefills.items():
+        train_records = single.get(request_id)
+        if not train_records:
+            why = (f"the training micro-batch holding it ran {batched[request_id]} requests" if request_id in batched
+                   else "not in any single-request update_actor_log.jsonl record")
+            result.unpair(request_id, "infer", why)
+            continue
+        _pair_request(train, infer, request_id, train_records, infer_records, backend, result)
+    for request_id in single:
+        if request_id not in prefills:
+            result.unpair(request_id, "train", "not in any single-request prefill of a dispatch_log.jsonl")
+    for request_id, size in batched.items():
+        if request_id not in prefills and request_id not in single:
+            result.unpair(request_id, "train", f"its training micro-batch ran {size} requests")
+    return result
+
+
+def _pair_request(train: Tree, infer: Tree, request_id: str, train_records: list[Record],
+                  infer_records: list[Record], backend: str, result: Correlation) -> None:
+    """Pair one request's records. Rollout TP > 1 gives one record per inference rank: Megatron
+    pairs training rank r with inference rank r (same sharding); FSDP holds full tensors, so the
+    pair is shard against full tensor and reported as a problem."""
+    infer_ranks = sorted({_as_int(r.get("rank")) or 0 for r in infer_records})
+    matches: list[tuple[Record, Record]] = []
+    if len(infer_ranks) == 1 or backend != "megatron":
+        infer_record = min(infer_records, key=lambda r: _as_int(r.get("rank")) or 0)
+        same_rank = [t for t in train_records if t.get("rank") == infer_record.get("rank")]
+        matches.append(((same_rank or train_records)[0], infer_record))
+        if len(infer_ranks) > 1:
+            result.problems.append(
+                f"request {request_id}: the rollout shards it over inference ranks {infer_ranks} (TP > 1) while "
+                f"{backend} training holds full tensors: rank {infer_ranks[0]} is compared shard against full tensor")
+    else:
+        by_rank = {t.get("rank"): t for t in train_records}
+        for infer_record in sorted(infer_records, key=lambda r: _as_int(r.get("rank")) or 0):
+            train_record = by_rank.get(infer_record.get("rank"))
+            if train_record is None:
+                result.unpair(request_id, "infer", f"inference rank {infer_record.get('rank')} has no training "
+                              "rank of the same number holding the request (Megatron pairs rank r with rank r)")
+            else:
+                matches.append((train_record, infer_record))
+    for train_record, infer_record in matches:
+        train_side, why = training_side(train, train_record)
+        if train_side is None:
+            result.unpair(request_id, "train", why)
+            continue
+        infer_side = inference_side(infer, infer_record)
+        for side, name in ((train_side, "train"), (infer_side, "infer")):
+            if not os.path.isfile(side.path):
+                result.unpair(request_id, name, f"missing file {side.path} (the config's step list may skip it)")
+                break
+        else:
+            result.pairs.append(Pair(request_id, train_side, infer_side))
+
+
+def rank_label(path: str) -> str:
+    """`rank3` or `proc123` of a dump.json path (for messages)."""
+    name = os.path.basename(os.path.dirname(path))
+    return name if RANK.fullmatch(name) or PROC.fullmatch(name) else "?"

@@ -1,0 +1,100 @@
+"""Benchmark: `rlpatch dumps check` and `pair` over synthetic trees of 10,000 rank folders per side.
+
+Run with `python tests/bench_dumps.py [--ranks N] [--steps S]` (part of `make bench`; never a timed
+test). It writes a consistency run's two sides: training `step{T}/rank{R}` folders with one
+update_actor_log.jsonl per rank, inference `{pid}/step{I}/rank{R}` folders with a dispatch log per
+pid, each rank folder holding a small msprobe-shaped dump.json and a dump_tensor_data/ folder with
+a large placeholder tensor file (check and pair must never read it). It prints the wall time of
+`check` on each side and of `pair`, the time per rank folder, and the ratio of the time to read the
+tree against a bare `os.walk` of it (how much the validation costs over listing the folders).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+DUMP = {"task": "tensor", "level": "L0", "framework": "pytorch", "dump_data_dir": "dump_tensor_data",
+        "data": {f"Module.model.layers.{i}.mlp.down_proj.Linear.forward.0": {"input_args": []} for i in range(4)}}
+TENSOR_BYTES = 1024 * 1024  # sparse: costs no disk, but reading it would show in the time
+
+
+def _rank_folder(folder: Path) -> None:
+    (folder / "dump_tensor_data").mkdir(parents=True)
+    (folder / "dump.json").write_text(json.dumps(DUMP))
+    with open(folder / "dump_tensor_data" / "Module.model.forward.0.output.0.pt", "wb") as handle:
+        handle.truncate(TENSOR_BYTES)
+
+
+def generate(root: Path, ranks: int, steps: int) -> tuple[Path, Path]:
+    """`ranks` x `steps` rank folders on each side; every step of every rank is one request."""
+    train, infer = root / "train", root / "infer"
+    for rank in range(ranks):
+        records_train, records_infer = [], []
+        for step in range(steps):
+            request_id = f"{rank:016x}{step:016x}"
+            _rank_folder(train / f"step{step}" / f"rank{rank}")
+            _rank_folder(infer / str(10000 + rank) / f"step{step}" / f"rank{rank}")
+            records_train.append({"source": "update_actor", "timestamp": time.time(), "pid": 20000 + rank,
+                                  "rank": rank, "step": step, "request_ids": [request_id], "num_requests": 1})
+            records_infer.append({"source": "dispatch_logger", "timestamp": time.time(), "pid": 10000 + rank,
+                                  "rank": rank, "step": step, "phase": "prefill", "total_num_scheduled_tokens": 8,
+                                  "requests": [{"request_id": f"{request_id}-0a1b2c3d", "type": "new", "tokens": 8}]})
+        for path, records in ((train / str(20000 + rank) / "update_actor_log.jsonl", records_train),
+                              (infer / str(10000 + rank) / "dispatch_log.jsonl", records_infer)):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return train, infer
+
+
+def timed(argv: list[str]) -> tuple[float, subprocess.CompletedProcess]:
+    start = time.perf_counter()
+    result = subprocess.run([sys.executable, "-m", "rlpatch.cli", *argv], capture_output=True, text=True)
+    return time.perf_counter() - start, result
+
+
+def walk_time(root: Path) -> float:
+    start = time.perf_counter()
+    for _ in os.walk(root):
+        pass
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ranks", type=int, default=10000, help="rank folders per step and side (default 10,000)")
+    parser.add_argument("--steps", type=int, default=1, help="steps per side (default 1)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="rlpatch-bench-dumps-") as directory:
+        start = time.perf_counter()
+        train, infer = generate(Path(directory), args.ranks, args.steps)
+        folders = 2 * args.ranks * args.steps
+        print(f"generated {folders} rank folders in {time.perf_counter() - start:.1f} s")
+        walk = walk_time(Path(directory))
+        total = 0.0
+        for label, argv in (
+            ("check train", ["dumps", "check", str(train), "--format", "json"]),
+            ("check infer", ["dumps", "check", str(infer), "--format", "json"]),
+            ("pair", ["dumps", "pair", "--train", str(train), "--infer", str(infer), "--format", "json"]),
+        ):
+            seconds, result = timed(argv)
+            total += seconds
+            if result.returncode not in (0, 1):
+                sys.exit(f"{label} failed: {result.stderr}")
+            extra = ""
+            if label == "pair":
+                extra = f", {len(json.loads(result.stdout)['pairs'])} pairs"
+            print(f"{label:12s} {seconds:7.2f} s  ({1e6 * seconds / (folders / 2):.0f} us per rank folder{extra})")
+        print(f"os.walk of the whole tree: {walk:.2f} s; check+check+pair / walk = {total / walk:.1f}x")
+        print(f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPUs")
+
+
+if __name__ == "__main__":
+    main()
