@@ -79,8 +79,12 @@ def test_the_rl002_notes_of_other_families_exist(tmp_path: Path, bare_python: st
     messages = [f["message"] for f in json.loads(result.stdout) if f["code"] == "RL002"]
     assert any("RL301-RL306 skipped" in m for m in messages)
     assert any("RL605 not checked" in m for m in messages)
-    # ...and none of them pass a selection that does not name RL002
-    assert "RL002" not in codes("--python", bare_python, "--select", "RL3,RL605", scripts["consistency"])
+    # ...they come with the rules that gave them (no silent pass for `--select RL3`)...
+    assert "RL002" in codes("--python", bare_python, "--select", "RL3,RL605", scripts["consistency"])
+    # ...but never past an ignore of their code, nor without their rule
+    assert "RL002" not in codes("--python", bare_python, "--select", "RL3,RL605", "--ignore", "RL002",
+                                scripts["consistency"])
+    assert "RL002" not in codes("--python", bare_python, "--select", "RL2", scripts["consistency"])
 
 
 @pytest.mark.parametrize("name", ["nothing", "python", "verl-root (fixture)", "verl-root (no config)", "verl-version",

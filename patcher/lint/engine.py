@@ -48,17 +48,24 @@ def _matches(code: str, selectors: list[str]) -> bool:
 
 @dataclass(frozen=True)
 class CodeFilter:
-    """`--select` / `--ignore` (ruff-style code prefixes) as one predicate on finding codes.
+    """`--select` / `--ignore` (ruff-style code prefixes) as one predicate on findings.
 
     It is applied once, in `lint_path`, to every finding of a file after all families ran: a rule
     may report under another code (RL3xx and RL605 say "not checked" as RL002), a config file gives
-    RL5xx findings, and none of them may slip past `--ignore`."""
+    RL5xx findings, and none of them may slip past `--ignore`. Such a note comes with the rule that
+    gave it (`--select RL3` still says that RL3xx could not run: no silent pass), unless its own
+    code is ignored."""
 
     select: tuple[str, ...] = ("ALL",)
     ignore: tuple[str, ...] = ()
 
     def allows(self, code: str) -> bool:
         return _matches(code, list(self.select)) and not _matches(code, list(self.ignore))
+
+    def keeps(self, finding: Finding) -> bool:
+        if self.allows(finding.code):
+            return True
+        return bool(finding.origin) and self.allows(finding.origin) and not _matches(finding.code, list(self.ignore))
 
 
 class RuleSet(list):  # list[LintRule], so that callers that only iterate the rules need not know
@@ -118,7 +125,7 @@ def lint_path(path: str, options: LintOptions, rules: list[LintRule], stdin_text
     With a `RuleSet` (from `select_rules`) every finding then passes its code filter."""
     result = _lint_path(path, options, rules, stdin_text)
     if isinstance(rules, RuleSet):
-        result.findings = [finding for finding in result.findings if rules.codes.allows(finding.code)]
+        result.findings = [finding for finding in result.findings if rules.codes.keeps(finding)]
     return result
 
 
