@@ -113,6 +113,15 @@ def _common(function):
     return function
 
 
+def _selection(select: tuple[str, ...], ignore: tuple[str, ...], table: dict[str, Any]) -> tuple[list[str] | None, list[str]]:
+    """(select, ignore) layered like ruff: a command-line --select starts over (the table's select
+    and ignore no longer apply); without one, the table's selection stands and --ignore adds to it."""
+    cli_select, cli_ignore = _split(select), _split(ignore) or []
+    if cli_select:
+        return cli_select, cli_ignore
+    return _split(table.get("select")), (_split(table.get("ignore")) or []) + cli_ignore
+
+
 def _groups(files: tuple[str, ...], no_config: bool) -> list[tuple[dict[str, Any], list[str]]]:
     """Files grouped by the [tool.rlpatch] table that applies to them (in command-line order)."""
     groups: dict[str | None, tuple[dict[str, Any], list[str]]] = {}
@@ -160,7 +169,7 @@ def lint_cmd(ctx: click.Context, files: tuple[str, ...], fmt: str, select, ignor
     zero = exit_zero
     for table, paths in _groups(files, no_config):
         options = build_options(cli, table, extra)
-        rules = select_rules(_split(select) or _split(table.get("select")), _split(ignore) or _split(table.get("ignore")))
+        rules = select_rules(*_selection(select, ignore, table))
         fail = fail or FAIL_ON[str(table.get("fail_on", "E")).upper()]
         zero = zero or bool(table.get("exit_zero"))
         tasks.extend((path, options, rules) for path in paths)

@@ -46,7 +46,37 @@ def _matches(code: str, selectors: list[str]) -> bool:
     return any(sel == "ALL" or code.startswith(sel) for sel in selectors)
 
 
-def select_rules(select: list[str] | None, ignore: list[str] | None) -> list[LintRule]:
+@dataclass(frozen=True)
+class CodeFilter:
+    """`--select` / `--ignore` (ruff-style code prefixes) as one predicate on findings.
+
+    It is applied once, in `lint_path`, to every finding of a file after all families ran: a rule
+    may report under another code (RL3xx and RL605 say "not checked" as RL002), a config file gives
+    RL5xx findings, and none of them may slip past `--ignore`. Such a note comes with the rule that
+    gave it (`--select RL3` still says that RL3xx could not run: no silent pass), unless its own
+    code is ignored."""
+
+    select: tuple[str, ...] = ("ALL",)
+    ignore: tuple[str, ...] = ()
+
+    def allows(self, code: str) -> bool:
+        return _matches(code, list(self.select)) and not _matches(code, list(self.ignore))
+
+    def keeps(self, finding: Finding) -> bool:
+        if self.allows(finding.code):
+            return True
+        return bool(finding.origin) and self.allows(finding.origin) and not _matches(finding.code, list(self.ignore))
+
+
+class RuleSet(list):  # list[LintRule], so that callers that only iterate the rules need not know
+    """The rules a selection runs (those whose own code it allows), with the selection itself."""
+
+    def __init__(self, rules: list[LintRule], codes: CodeFilter) -> None:
+        super().__init__(rules)
+        self.codes = codes
+
+
+def select_rules(select: list[str] | None, ignore: list[str] | None) -> RuleSet:
     """Ruff-style selection by code prefix (`RL2` selects RL2xx, `ALL` everything)."""
     select = [s.strip().upper() for s in (select or ["ALL"]) if s.strip()]
     ignore = [s.strip().upper() for s in (ignore or []) if s.strip()]
@@ -54,7 +84,8 @@ def select_rules(select: list[str] | None, ignore: list[str] | None) -> list[Lin
     for selector in select + ignore:
         if selector != "ALL" and not any(code.startswith(selector) for code in known):
             raise InputError(f"unknown rule code or prefix: {selector}")
-    return [cls() for cls in rule_classes() if _matches(cls.code, select) and not _matches(cls.code, ignore)]
+    codes = CodeFilter(tuple(select), tuple(ignore))
+    return RuleSet([cls() for cls in rule_classes() if codes.allows(cls.code)], codes)
 
 
 # ---- linting ---------------------------------------------------------------------------------------
@@ -90,7 +121,15 @@ def lint_source(source: SourceFile, options: LintOptions, rules: list[LintRule])
 
 
 def lint_path(path: str, options: LintOptions, rules: list[LintRule], stdin_text: bytes | None = None) -> FileResult:
-    """Lint one path ("-" reads `stdin_text`); an input problem becomes `FileResult.error`."""
+    """Lint one path ("-" reads `stdin_text`); an input problem becomes `FileResult.error`.
+    With a `RuleSet` (from `select_rules`) every finding then passes its code filter."""
+    result = _lint_path(path, options, rules, stdin_text)
+    if isinstance(rules, RuleSet):
+        result.findings = [finding for finding in result.findings if rules.codes.keeps(finding)]
+    return result
+
+
+def _lint_path(path: str, options: LintOptions, rules: list[LintRule], stdin_text: bytes | None) -> FileResult:
     from rlpatch.lint.msprobe_family import is_config_path, lint_config_file
 
     if is_config_path(path):  # an msprobe config.json given directly: RL5xx on the file alone
@@ -273,5 +312,5 @@ def case_options(case: Case) -> LintOptions:
     return LintOptions(**values)
 
 
-__all__ = ["FileResult", "LintTask", "Span", "exit_code", "lint_case", "lint_path", "lint_paths", "lint_source",
+__all__ = ["CodeFilter", "FileResult", "LintTask", "RuleSet", "Span", "exit_code", "lint_case", "lint_path", "lint_paths", "lint_source",
            "rule_by_code", "rule_classes", "select_rules"]

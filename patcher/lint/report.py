@@ -1,7 +1,10 @@
 """Reporters: concise | full | json | github | sarif. Columns are 1-based character columns.
 
 Every reporter writes findings only to stdout; input errors go to stderr as one line each
-(`rlpatch: error: ...`), so `--format json` / `sarif` output is always parseable.
+(`rlpatch: error: ...`), so `--format json` / `sarif` output is always parseable. No reporter
+ever says or implies "clean" when an input could not be linted: the text summaries count the
+failed files instead of passing, GitHub gets an error annotation per failed file, and SARIF marks
+the invocation unsuccessful.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ def report_concise(results: list[FileResult], out: TextIO) -> None:
     findings = _findings(results)
     for f in findings:
         out.write(f"{f.span.file}:{f.span.line}:{f.span.column}: {f.code} [{SEVERITY_LETTER[f.severity]}] {f.message}\n")
-    _summary(findings, out)
+    _summary(results, out)
 
 
 def report_full(results: list[FileResult], out: TextIO) -> None:
@@ -48,7 +51,7 @@ def report_full(results: list[FileResult], out: TextIO) -> None:
         for span in f.related:
             out.write(f"  note: used at {span.file}:{span.line}:{span.column}\n")
         out.write("\n")
-    _summary(findings, out)
+    _summary(results, out)
 
 
 def _line(cache: dict[str, list[str]], path: str, line: int) -> str | None:
@@ -62,11 +65,22 @@ def _line(cache: dict[str, list[str]], path: str, line: int) -> str | None:
     return lines[line - 1].expandtabs(1) if 0 < line <= len(lines) else None
 
 
-def _summary(findings: list[Finding], out: TextIO) -> None:
-    if findings:
-        out.write(f"Found {len(findings)} finding{'s' if len(findings) != 1 else ''}.\n")
-    else:
-        out.write("All checks passed.\n")
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'s' if count != 1 else ''}"
+
+
+def summary_line(results: list[FileResult]) -> str:
+    """The last line of the text formats: a pass only when every input was linted and is clean."""
+    findings = len(_findings(results))
+    failed = sum(1 for result in results if result.error)
+    if failed:
+        found = f"Found {_plural(findings, 'finding')}" if findings else "No findings"
+        return f"{found}, but {_plural(failed, 'file')} could not be linted (errors on stderr)."
+    return f"Found {_plural(findings, 'finding')}." if findings else "All checks passed."
+
+
+def _summary(results: list[FileResult], out: TextIO) -> None:
+    out.write(summary_line(results) + "\n")
 
 
 def report_json(results: list[FileResult], out: TextIO) -> None:
@@ -78,9 +92,21 @@ def report_github(results: list[FileResult], out: TextIO) -> None:
     level = {"error": "error", "warning": "warning", "info": "notice"}
     for f in _findings(results):
         s = f.span
-        message = f.message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-        out.write(f"::{level[f.severity]} file={s.file},line={s.line},col={s.column},endLine={s.end_line},"
-                  f"endColumn={s.end_column},title=rlpatch ({f.code})::{f.code} {message}\n")
+        out.write(f"::{level[f.severity]} file={_github_property(s.file)},line={s.line},col={s.column},"
+                  f"endLine={s.end_line},endColumn={s.end_column},title=rlpatch ({f.code})::{f.code} "
+                  f"{_github_data(f.message)}\n")
+    for result in results:  # an unlintable file must not look clean in the pull request
+        if result.error:
+            out.write(f"::error file={_github_property(result.path)},title=rlpatch (input error)::"
+                      f"{_github_data(result.error)}\n")
+
+
+def _github_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _github_property(text: str) -> str:
+    return _github_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
 def repo_root(start: str) -> str:

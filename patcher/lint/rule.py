@@ -64,6 +64,9 @@ class Finding:
     message: str
     span: Span
     related: tuple[Span, ...] = ()
+    # The rule that reported it, when that is not `code` (RL3xx and RL605 say "not checked" as RL002):
+    # selecting that rule brings its notes along. Not part of equality: one note, however many rules say it.
+    origin: str = field(default="", compare=False)
 
     def sort_key(self) -> tuple:
         return (self.span.file, self.span.line, self.span.column, self.code, self.message)
@@ -123,8 +126,9 @@ class _Reporter:
     def report(self, message: str, at: Span, *, severity: Severity | None = None,
                related: Iterable[Span] = (), code: str | None = None) -> None:
         """Record a finding of this rule at any position of any file."""
-        self.findings.append(Finding(code or self.rule.code, severity or self.rule.severity, message, at,
-                                     tuple(s for s in related if s != at)))
+        code = code or self.rule.code
+        self.findings.append(Finding(code, severity or self.rule.severity, message, at,
+                                     tuple(s for s in related if s != at), "" if code == self.rule.code else self.rule.code))
 
     def resolve_path(self, text: str) -> str:
         """A path written in the script, as the linter can open it (relative to the script or --config-root)."""

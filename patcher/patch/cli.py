@@ -17,7 +17,7 @@ import click
 from rlpatch import registry
 from rlpatch.errors import EXIT_OK, EXIT_REFUSED, InputError, RefusedError
 from rlpatch.patch import transaction
-from rlpatch.patch.engine import RuleReport, Session, set_state
+from rlpatch.patch.engine import Change, RuleReport, Session, set_state
 from rlpatch.patch.rule import PatchRule, Target
 from rlpatch.upstream.targets import OPTION_OF, imported_target, target_for_root
 
@@ -205,6 +205,7 @@ def apply_cmd(**options: Any) -> int:
         for change in changes:
             changed_paths.setdefault(change.root, []).append(Path(change.root) / change.relative)
         checkouts = _check_git(targets, changed_paths, options["allow_dirty"])
+        commits = _plan_commits(checkouts, changes) if options["make_commit"] and changes else {}
         if options["dry_run"]:
             for report in reports:
                 if report.state in ("absent", "partial"):
@@ -222,18 +223,34 @@ def apply_cmd(**options: Any) -> int:
             elif report.state == "applied":
                 report.message = "already applied, nothing to do"
         print_reports(reports, targets, options["output_format"])
-        if options["make_commit"] and changes:
-            _commit(checkouts, changed_paths, reports)
+        _commit(session, checkouts, commits, reports)
     return EXIT_OK
 
 
-def _commit(checkouts: dict[str, Any], changed: dict[str, list[Path]], reports: Sequence[RuleReport]) -> None:
+def _plan_commits(checkouts: dict[str, Any], changes: Sequence[Change]) -> dict[str, list[Any]]:
+    """Per root, the blobs of a commit holding only the patch (refused here, before any write)."""
+    from rlpatch.patch.gitinfo import PatchedFile
+
     if not checkouts:
-        raise InputError("--commit: the target tree is not a git checkout (the patch is applied, not committed)")
-    applied = sorted({report.rule.id for report in reports if report.message == "applied now"})
+        raise InputError("--commit: the target tree is not a git checkout; nothing was written")
+    plans = {}
     for root, checkout in checkouts.items():
-        sha = checkout.commit(changed.get(root, []), f"rlpatch: apply {', '.join(applied)}\n\nApplied by rlpatch; revert with `rlpatch revert`.")
-        say(f"committed {sha[:12]} in {checkout.toplevel}")
+        files = [PatchedFile(Path(c.root) / c.relative, c.before, c.after or b"", c.mode) for c in changes if c.root == root]
+        if files:
+            plans[root] = checkout.plan_commit(files)
+    return plans
+
+
+def _commit(session: Session, checkouts: dict[str, Any], commits: dict[str, list[Any]], reports: Sequence[RuleReport]) -> None:
+    applied = sorted({report.rule.id for report in reports if report.message == "applied now"})
+    for root, files in commits.items():
+        checkout = checkouts[root]
+        sha = checkout.commit_patch(files, f"rlpatch: apply {', '.join(applied)}\n\nApplied by rlpatch; "
+                                           "undo with `git revert` of this commit.")
+        manifest = session.manifest(root)
+        manifest.git_commit = sha
+        manifest.save()
+        say(f"committed {sha[:12]} in {checkout.toplevel} (the patch's changes only)")
 
 
 def _verify(options: dict[str, Any], *, always_zero: bool) -> int:
@@ -286,6 +303,8 @@ def revert_cmd(**options: Any) -> int:
             say(f"rlpatch: refused: {err.message}")
             say("nothing was written")
             return EXIT_REFUSED
+        notes += _committed_notes(session, reports)
+        _forget_stale(session, reports, writes)
         engine.commit_all(session, writes)
         for note in notes:
             say(note)
@@ -296,6 +315,35 @@ def revert_cmd(**options: Any) -> int:
                 report.message = "not applied, nothing to do"
         print_reports(reports, targets, options["output_format"])
     return EXIT_OK
+
+
+def _committed_notes(session: Session, reports: Sequence[RuleReport]) -> list[str]:
+    """After `apply --commit`, reverting changes the working tree only: say how to undo the commit."""
+    from rlpatch.patch.gitinfo import checkout_of
+
+    notes = []
+    for root in sorted({r.target.root for r in reports if r.state in ("applied", "partial")}):
+        sha = session.manifest(root).git_commit
+        checkout = checkout_of(root) if sha else None
+        if sha and checkout is not None and checkout.contains(sha):
+            notes.append(f"{root}: the patch was committed as {sha[:12]} (rlpatch apply --commit); this revert changes "
+                         f"the working tree only: commit it, or undo the commit itself with `git revert {sha}`")
+    return notes
+
+
+def _forget_stale(session: Session, reports: Sequence[RuleReport], writes: dict[str, list[transaction.Write]]) -> None:
+    """Rules the manifest lists but that are no longer in their files (a `git revert` of the patch
+    commit, a checkout): forget them, so that a revert with nothing to do leaves no `.rlpatch/`."""
+    for target in {report.target.root: report.target for report in reports}.values():
+        absent = {r.rule.id for r in reports if r.target.root == target.root and r.state == "absent"}
+        manifest = session.manifest(target.root)
+        if not absent or not any(set(record.rules) & absent for record in manifest.files.values()):
+            continue
+        root_writes = writes.setdefault(target.root, [])  # a root in `writes` gets its manifest saved
+        for relative in manifest.forget(absent):
+            stored = manifest.original_path(relative)
+            if stored.exists():
+                root_writes.append(transaction.Write(str(stored.relative_to(target.root)), None))
 
 
 @click.command("diff")

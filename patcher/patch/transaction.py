@@ -116,6 +116,7 @@ class Manifest:
     files: dict[str, FileRecord] = field(default_factory=dict)
     versions: dict[str, str] = field(default_factory=dict)  # package -> version at apply time
     git_head: str | None = None
+    git_commit: str | None = None  # the commit `apply --commit` made (revert says how to undo it)
 
     @classmethod
     def load(cls, root: str) -> "Manifest":
@@ -127,7 +128,7 @@ class Manifest:
             files = {name: FileRecord(**record) for name, record in raw.get("files", {}).items()}
         except (ValueError, TypeError, OSError) as err:
             raise InputError(f"{path}: unreadable rlpatch manifest ({err}); move it away to start over") from None
-        return cls(root, files, dict(raw.get("versions", {})), raw.get("git_head"))
+        return cls(root, files, dict(raw.get("versions", {})), raw.get("git_head"), raw.get("git_commit"))
 
     def save(self) -> None:
         path = state_dir(self.root) / "manifest.json"
@@ -140,12 +141,26 @@ class Manifest:
             "tool": "rlpatch",
             "versions": self.versions,
             "git_head": self.git_head,
+            "git_commit": self.git_commit,
             "files": {name: record.__dict__ for name, record in sorted(self.files.items())},
         }
         atomic_write(path, (json.dumps(payload, indent=2, sort_keys=True) + "\n").encode())
 
     def original_path(self, relative: str) -> Path:
         return state_dir(self.root) / "originals" / relative
+
+    def forget(self, rule_ids: set[str]) -> list[str]:
+        """Drop rules that are no longer in their files (undone by `git revert`, a checkout...):
+        the files left with no rule, whose stored originals are then stale too."""
+        gone = []
+        for relative, record in list(self.files.items()):
+            if not set(record.rules) & rule_ids:
+                continue
+            record.rules = sorted(set(record.rules) - rule_ids)
+            if not record.rules:
+                del self.files[relative]
+                gone.append(relative)
+        return gone
 
     def rules_of(self, relative: str) -> list[str]:
         record = self.files.get(relative)
