@@ -97,9 +97,12 @@ def _outputs(script: str, mode: str, out: str | None, config_dir: str | None) ->
     new = out or os.path.join(os.path.dirname(script) or ".", f"{stem}.{mode}-dump.sh")
     folder = os.path.dirname(os.path.abspath(new))
     configs = os.path.abspath(config_dir) if config_dir else folder
+    # Named after the new script, so that the scripts of two modes never share (and overwrite) a config.
+    out_stem = os.path.basename(new)
+    out_stem = out_stem[:-3] if out_stem.endswith(".sh") else out_stem
     names = {}
     for role in ("train", "infer", "infer-prefill", "infer-decode"):
-        names[role] = os.path.relpath(os.path.join(configs, f"{stem}.msprobe-{role}.json"), folder)
+        names[role] = os.path.relpath(os.path.join(configs, f"{out_stem}.msprobe-{role}.json"), folder)
     return new, names
 
 
