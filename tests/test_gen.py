@@ -201,3 +201,16 @@ def test_launch_in_a_script_that_does_not_forward(tmp_path: Path) -> None:
     result = run_cli("gen", "inference", str(folder / "outer.sh"), "--verl-root", str(stub_verl(tmp_path, "0.9.1")))
     assert result.exit_code == 2 and "does not forward" in result.stderr
     assert sorted(p.name for p in folder.iterdir()) == before
+
+
+def test_a_later_export_in_the_script_does_not_win(tmp_path: Path) -> None:
+    folder = copy_fixtures(tmp_path)
+    (folder / "own_env.sh").write_text(
+        "#!/bin/bash\nset -e\nexport TORCHDYNAMO_DISABLE=0\n"
+        "python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm trainer.n_gpus_per_node=2 \"$@\"\n")
+    result = run_cli("gen", "inference", str(folder / "own_env.sh"), "--verl-root", str(stub_verl(tmp_path, "0.9.1")))
+    assert result.exit_code == 0, result.stderr
+    assert "set by the script itself (line 3)" in result.stdout
+    assert "export TORCHDYNAMO_DISABLE=0\n" in (folder / "own_env.inference-dump.sh").read_text()
+    calls = run_with_stand_ins(folder / "own_env.inference-dump.sh", tmp_path)
+    assert calls[0].env["TORCHDYNAMO_DISABLE"] == "1"

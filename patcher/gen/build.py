@@ -19,7 +19,7 @@ from rlpatch.gen import place
 from rlpatch.gen.consistency import plan_consistency
 from rlpatch.gen.modes import RUNTIME_ENV_VARS, Request, plan_inference, plan_training
 from rlpatch.gen.plan import Facts, NeedValue, Plan, Planned, Targets
-from rlpatch.shell import Options, SourceFile, evaluate_source, parse_file
+from rlpatch.shell import Options, SourceFile, evaluate_source, parse_file, word_text
 from rlpatch.shell.model import Run, parse_override
 
 DIR_LINE = 'RLPATCH_GEN_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"'
@@ -158,11 +158,33 @@ def generate(script: str, new_path: str, request: Request, targets: Targets, env
     choose_prefixes(plan, run, lint_options, notes)
     add_runtime_env(plan, run)
     insertions = place.launch_insertions(source, parsed, evaluation, options)
+    insertions += _env_prefixes(source, evaluation, plan, notes)
     block = block_text(plan, request, os.path.basename(script), targets, extra)
     insertions.append(place.Insertion(place.block_offset(source, parsed), block))
     text = place.apply(source.text, insertions)
     _prove(new_path, text, plan, extra, options)
     return Generated(text, plan, run, notes)
+
+
+def _env_prefixes(source: SourceFile, evaluation, plan: Plan, notes: list[str]) -> list[place.Insertion]:
+    """A variable the script itself sets (after gen's exports) would win: for those, the switch also
+    goes in front of the launch command as a `NAME=value` prefix, which wins over both."""
+    prefixes: dict[int, list[str]] = {}
+    for launch in evaluation.launches:
+        start = place.command_start(source, launch)
+        for switch in plan.env:
+            value = launch.env.get(switch.name)
+            if start is None or value is None or value.span is None or value.span.file != source.path:
+                continue
+            if word_text(value.first()) == switch.value:
+                continue  # the script already sets what gen needs
+            words = prefixes.setdefault(start, [])
+            word = f"{switch.name}={switch.shell_value or shlex.quote(switch.value)}"
+            if word not in words:
+                words.append(word)
+                notes.append(f"{switch.name} is set by the script itself (line {value.span.line}): also given as a "
+                             f"prefix of the verl command")
+    return [place.Insertion(offset, " ".join(words) + " ") for offset, words in prefixes.items()]
 
 
 def _extra_override(text: str):
@@ -184,8 +206,10 @@ def _prove(new_path: str, text: str, plan: Plan, extra: list[str], options: Opti
                              f"{launch.command_span} (the launch cannot be located statically): nothing written")
         for switch in plan.env:
             value = launch.env.get(switch.name)
-            if value is None:
-                raise InputError(f"{switch.name} does not reach the verl launch at {launch.command_span}: nothing written")
+            text = None if value is None else word_text(value.first())
+            if value is None or (text is not None and text != switch.value):
+                raise InputError(f"{switch.name}={switch.value} does not reach the verl launch at {launch.command_span} "
+                                 f"(the script sets {text!r}): nothing written")
 
 
 def _expanded(texts: list[str], new_path: str) -> list[str]:

@@ -156,6 +156,10 @@ def gen_cmd(ctx: click.Context, mode: str, script: str, out, config_dir, dump_ro
             raise InputError(f"{existing[0]} exists: give --force to overwrite it (nothing written)")
     findings = _write_and_lint(files, new_path, script, lint_options, dry_run)
     failing = [f for f in findings if f.severity == "error" and f.code not in _BEFORE_APPLY]
+    if failing:  # say plainly which errors gen inherited from the original rather than made
+        inherited = {(f.code, f.message) for f in linter.lint_file(script, lint_options)}
+        result.notes.extend(f"{f.code} at line {f.span.line} is in the original script too: gen cannot fix it for you"
+                            for f in failing if (f.code, f.message) in inherited)
     if fmt == "json":
         click.echo(json.dumps(_summary(result, request, targets, new_path, files, findings), indent=2))
     else:
