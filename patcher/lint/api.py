@@ -1,14 +1,12 @@
 """The linter's small, stable facade for the wings that check what they write (`rlpatch gen`).
 
 Other wings reach this module only through `rlpatch.registry.linter()`. It hides the engine, the
-options object and the Hydra machinery (`hydra_schema`) behind four calls:
+options object and the Hydra machinery (`hydra_schema`) behind these calls:
 
 - `make_options(...)`: the same versions, env and extra args as `rlpatch lint` would use;
 - `lint_file(path, options)`: the findings of every rule on one script (InputError when unreadable);
 - `schema_of(options, config_name, group_overrides)`: the composed verl config of that version,
   asked key by key (`KeySchema.has`), or None with the reason when it cannot be composed;
-- `compose_problems(options, overrides, config_name)`: what Hydra says about a list of overrides
-  composed against that version's real config tree (empty: it composes).
 """
 
 from __future__ import annotations
@@ -20,8 +18,7 @@ from rlpatch.errors import InputError
 from rlpatch.lint.rule import Finding, LintOptions
 from rlpatch.upstream.versions import Version
 
-__all__ = ["Finding", "KeySchema", "LintOptions", "compose_problems", "lint_file", "make_options", "schema_of",
-           "verl_version_of"]
+__all__ = ["Finding", "KeySchema", "LintOptions", "lint_file", "make_options", "schema_of", "verl_version_of"]
 
 
 def make_options(*, verl_version: str | None = None, verl_root: str | None = None, python: str | None = None,
@@ -64,12 +61,6 @@ class KeySchema:
 
         return select(self.tree, key) is not _ABSENT
 
-    def value(self, key: str) -> Any:
-        from rlpatch.lint.hydra_schema import _ABSENT, select
-
-        found = select(self.tree, key)
-        return None if found is _ABSENT else found
-
 
 def _config_source(options: LintOptions, config_name: str | None, config_path: str | None, base_dir: str | None):
     from rlpatch.lint.hydra_schema import locate_config
@@ -93,16 +84,3 @@ def schema_of(options: LintOptions, config_name: str | None = None, group_overri
     except (SchemaUnavailable, InputError) as why:  # InputError: a released wheel could not be downloaded
         return None, getattr(why, "message", None) or str(why)
     return KeySchema(schema.tree, source.verl_version, source.origin), source.origin
-
-
-def compose_problems(options: LintOptions, overrides: Sequence[str], config_name: str | None = None,
-                     config_path: str | None = None, base_dir: str | None = None) -> tuple[list[str], str | None]:
-    """(Hydra's complaints about `overrides` against that version's config, skipped reason or None)."""
-    from rlpatch.lint.hydra_schema import OverrideRecord, lint_overrides
-
-    records = [OverrideRecord.from_text(text) for text in overrides]
-    result = lint_overrides(records, verl_root=options.verl_root, python=options.extra.get("python"),
-                            verl_version=options.extra.get("verl_version_given"), config_path=config_path,
-                            config_name=config_name, base_dir=base_dir)
-    problems = [f"{p.code}: {p.message}" for p in result.problems]
-    return problems, result.skipped
