@@ -149,6 +149,8 @@ def generate(script: str, new_path: str, request: Request, targets: Targets, env
              extra: list[str], lint_options) -> Generated:
     source = SourceFile.read(script)
     parsed = parse_file(source)
+    if place.written_by_gen(parsed):
+        raise InputError(f"{script} was written by rlpatch gen: run gen on the original training script")
     options = Options(env=dict(env))
     evaluation = evaluate_source(source, options)
     folder = os.path.dirname(os.path.abspath(new_path))

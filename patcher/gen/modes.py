@@ -77,6 +77,8 @@ def plan_training(facts: Facts, request: Request, folder: str) -> Plan:
     plan = Plan()
     if megatron and version < V090:
         plan.notes.append(f"warning: verl {version} finds no model to dump on Megatron (written because of --force)")
+    elif megatron:
+        plan.notes.append("Megatron: verl's tool dumps the first model chunk only")
     has_ref = facts.flag(f"{ACTOR}.use_kl_loss") or facts.flag("algorithm.use_kl_in_reward")
     stages = _training_stages(facts, request, has_ref, plan)
     steps = request.steps or [1]

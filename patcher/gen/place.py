@@ -59,6 +59,19 @@ def block_offset(source: SourceFile, parsed) -> int:
     return min(offset, len(source.text))
 
 
+def written_by_gen(parsed) -> bool:
+    """Whether the script already assigns gen's overrides array (it is a generated script)."""
+    stack = [parsed.tree.root_node]
+    while stack:
+        node = stack.pop()
+        if node.type == "variable_assignment":
+            name = node.child_by_field_name("name")
+            if name is not None and name.text == ARRAY.encode():
+                return True
+        stack.extend(node.named_children)
+    return False
+
+
 def _command_name(node) -> str | None:
     name = node.child_by_field_name("name")
     return name.text.decode("utf-8", "replace") if name is not None else None
