@@ -214,3 +214,20 @@ def test_a_later_export_in_the_script_does_not_win(tmp_path: Path) -> None:
     assert "export TORCHDYNAMO_DISABLE=0\n" in (folder / "own_env.inference-dump.sh").read_text()
     calls = run_with_stand_ins(folder / "own_env.inference-dump.sh", tmp_path)
     assert calls[0].env["TORCHDYNAMO_DISABLE"] == "1"
+
+
+def test_config_dir_and_python_target(tmp_path: Path) -> None:
+    """--config-dir puts the configs elsewhere (still found from the new script's folder at run time);
+    --python names the interpreter whose packages give the versions (none here: the newest assumed)."""
+    import sys
+
+    folder = copy_fixtures(tmp_path)
+    result = run_cli("gen", "inference", str(folder / "legacy_07.sh"), "--config-dir", str(folder / "configs"),
+                     "--python", sys.executable)
+    assert result.exit_code == 0, result.stderr
+    assert "verl 0.9.1 assumed" in result.stdout
+    new = folder / "legacy_07.inference-dump.sh"
+    assert '"${RLPATCH_GEN_DIR}/configs/legacy_07.inference-dump.msprobe-infer.json"' in new.read_text()
+    final = run_with_stand_ins(new, tmp_path)[0].final()
+    path = Path(final["actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config.dump_config_path"])
+    assert path.is_file() and path.parent == (folder / "configs").resolve()

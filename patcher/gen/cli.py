@@ -14,7 +14,6 @@ import json
 import os
 import shlex
 import tempfile
-from dataclasses import dataclass
 
 import click
 
@@ -30,23 +29,6 @@ from rlpatch.upstream.versions import Version
 MODES = ("training", "inference", "consistency")
 # Findings that only say the target is not patched yet: the next steps fix them (`rlpatch apply`).
 _BEFORE_APPLY = ("RL605",)
-
-
-class _ExtraArgs(click.Command):
-    """Everything after `--` is extra Hydra overrides, appended after gen's own."""
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        if "--" in args:
-            index = args.index("--")
-            ctx.meta["rlpatch.extra"] = args[index + 1:]
-            args = args[:index]
-        return super().parse_args(ctx, args)
-
-
-@dataclass
-class Output:
-    script: str
-    configs: list[str]
 
 
 def _version(text: str | None, option: str) -> Version | None:
@@ -106,7 +88,8 @@ def _outputs(script: str, mode: str, out: str | None, config_dir: str | None) ->
     return new, names
 
 
-@click.command("gen", cls=_ExtraArgs)
+# `-- extra overrides` are kept aside exactly as `rlpatch lint` does (its command class, through the facade).
+@click.command("gen", cls=registry.linter().ExtraArgsCommand)
 @click.argument("mode", type=click.Choice(MODES))
 @click.argument("script", type=click.Path())
 @click.option("-o", "--output", "out", type=click.Path(), help="The new script (default: <stem>.<mode>-dump.sh beside SCRIPT).")

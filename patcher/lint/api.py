@@ -3,6 +3,7 @@
 Other wings reach this module only through `rlpatch.registry.linter()`. It hides the engine, the
 options object and the Hydra machinery (`hydra_schema`) behind these calls:
 
+- `ExtraArgsCommand`: the click command class that keeps `-- extra overrides` aside, as `lint` does;
 - `make_options(...)`: the same versions, env and extra args as `rlpatch lint` would use;
 - `lint_file(path, options)`: the findings of every rule on one script (InputError when unreadable);
 - `schema_of(options, config_name, group_overrides)`: the composed verl config of that version,
@@ -15,10 +16,11 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from rlpatch.errors import InputError
+from rlpatch.lint.cli import ExtraArgsCommand
 from rlpatch.lint.rule import Finding, LintOptions
 from rlpatch.upstream.versions import Version
 
-__all__ = ["Finding", "KeySchema", "LintOptions", "lint_file", "make_options", "schema_of", "verl_version_of"]
+__all__ = ["ExtraArgsCommand", "Finding", "KeySchema", "LintOptions", "lint_file", "make_options", "schema_of", "verl_version_of"]
 
 
 def make_options(*, verl_version: str | None = None, verl_root: str | None = None, python: str | None = None,
