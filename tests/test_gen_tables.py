@@ -81,3 +81,13 @@ def test_a_generated_script_is_refused(tmp_path: Path) -> None:
     assert code == 0
     result = run_cli("gen", "inference", str(new), "--verl-root", str(stub_verl(tmp_path, "0.9.1")))
     assert result.exit_code == 2 and "written by rlpatch gen" in result.stderr
+
+
+def test_ray_job_submit_gets_the_runtime_env(tmp_path: Path) -> None:
+    body = (f"ray job submit --address=http://head:8265 -- python3 -m verl.trainer.main_ppo {AR}.rollout.name=vllm "
+            "trainer.n_gpus_per_node=2 \"$@\"\n")
+    code, _, new = _gen(tmp_path, body, "inference")
+    assert code == 0
+    call = run_with_stand_ins(new, tmp_path)[0]
+    assert call.program == "ray"
+    assert call.final()["ray_kwargs.ray_init.runtime_env.env_vars.TORCHDYNAMO_DISABLE"] == '"1"'
