@@ -71,3 +71,11 @@ def test_received_overrides_compose_on_the_real_config(tmp_path: Path, fixture, 
     lint = run_cli("lint", "--format", "json", "--verl-version", verl, str(new))
     errors = [f for f in json.loads(lint.stdout) if f["severity"] == "error"]
     assert errors == [], errors
+
+
+def test_unknown_release_is_bad_input(tmp_path: Path) -> None:
+    folder = copy_fixtures(tmp_path)
+    before = sorted(p.name for p in folder.iterdir())
+    result = run_cli("gen", "inference", str(folder / "legacy_07.sh"), "--verl-version", "0.9.9")
+    assert result.exit_code == 2 and "cannot download verl==0.9.9" in result.stderr
+    assert sorted(p.name for p in folder.iterdir()) == before

@@ -122,8 +122,8 @@ def gen_cmd(ctx: click.Context, mode: str, script: str, out, config_dir, dump_ro
         raise InputError(f"{script}: no such file" if not os.path.exists(script) else f"{script}: not a file")
     given_env = _env(env)
     linter = registry.linter()
-    lint_options = linter.make_options(verl_version=verl_version or (None if verl_root or python else str(NEWEST_VERL)),
-                                       verl_root=verl_root, python=python, env=given_env)
+    released = _released_verl(verl_version, bool(verl_root or python))
+    lint_options = linter.make_options(verl_version=released, verl_root=verl_root, python=python, env=given_env)
     targets = _targets(verl_version, verl_root, python, sglang_version, vllm_ascend_version, lint_options)
     new_path, names = _outputs(script, mode, out, config_dir)
     folder = os.path.dirname(os.path.abspath(new_path))
@@ -137,7 +137,11 @@ def gen_cmd(ctx: click.Context, mode: str, script: str, out, config_dir, dump_ro
         existing = [path for path in files if os.path.exists(path)]
         if existing:
             raise InputError(f"{existing[0]} exists: give --force to overwrite it (nothing written)")
-    findings = _write_and_lint(files, new_path, script, lint_options, dry_run)
+    try:
+        findings = _write_and_lint(files, new_path, script, lint_options, dry_run)
+    except _LintFailed as err:  # written, but the linter could not run: say so, never pretend it is clean
+        click.echo(f"rlpatch gen: wrote {new_path}, but rlpatch lint did not run: {err}", err=True)
+        return 1
     failing = [f for f in findings if f.severity == "error" and f.code not in _BEFORE_APPLY]
     if failing:  # say plainly which errors gen inherited from the original rather than made
         inherited = {(f.code, f.message) for f in linter.lint_file(script, lint_options)}
@@ -150,6 +154,25 @@ def gen_cmd(ctx: click.Context, mode: str, script: str, out, config_dir, dump_ro
     return 1 if failing else 0
 
 
+def _released_verl(verl_version: str | None, other_target: bool) -> str | None:
+    """The released verl whose wheel gives the config: the one asked for (its download failing is bad
+    input: nothing is written), else the newest release when no target is named at all (when it
+    cannot be downloaded, gen goes on without a config to compose and says so)."""
+    from rlpatch.upstream.wheelcache import unpacked_tree
+
+    if verl_version is not None:
+        _version(verl_version, "--verl-version")
+        unpacked_tree("verl", verl_version)
+        return verl_version
+    if other_target:
+        return None
+    try:
+        unpacked_tree("verl", str(NEWEST_VERL))
+    except InputError:
+        return None
+    return str(NEWEST_VERL)
+
+
 def _split(text: str | None) -> list[str] | None:
     if text is None:
         return None
@@ -158,6 +181,17 @@ def _split(text: str | None) -> list[str] | None:
 
 def _json(content: dict) -> str:
     return json.dumps(content, indent=2) + "\n"
+
+
+class _LintFailed(Exception):
+    """The files are written but the linter could not read them back."""
+
+
+def _lint(linter, path: str, lint_options) -> list:
+    try:
+        return linter.lint_file(path, lint_options)
+    except InputError as err:
+        raise _LintFailed(err.message) from None
 
 
 def _write_and_lint(files: dict[str, str], new_path: str, script: str, lint_options, dry_run: bool) -> list:
@@ -169,9 +203,9 @@ def _write_and_lint(files: dict[str, str], new_path: str, script: str, lint_opti
                      for path, text in files.items() if not os.path.relpath(path).startswith("..")}
             moved[os.path.join(scratch, os.path.basename(new_path))] = files[new_path]
             _write_all(moved, script)
-            return linter.lint_file(os.path.join(scratch, os.path.basename(new_path)), lint_options)
+            return _lint(linter, os.path.join(scratch, os.path.basename(new_path)), lint_options)
     _write_all(files, script)
-    return linter.lint_file(new_path, lint_options)
+    return _lint(linter, new_path, lint_options)
 
 
 def _write_all(files: dict[str, str], script: str) -> None:
