@@ -26,7 +26,7 @@ from rlpatch.gen.modes import (
 from rlpatch.gen.plan import Facts, Plan
 from rlpatch.shell.defaults import ACTOR, REF, ROLLOUT
 
-_ONE = "one prompt, one mini-batch, one micro-batch per GPU: each training rank pairs with one inference request"
+_ONE = "one prompt, one mini-batch, one micro-batch: each rank pairs with one request"
 
 
 def plan_consistency(facts: Facts, request: Request, folder: str, extra: dict[str, str]) -> Plan:
@@ -50,11 +50,11 @@ def plan_consistency(facts: Facts, request: Request, folder: str, extra: dict[st
 def _fsdp_layout(plan: Plan, facts: Facts, per_node: int, world: int) -> int:
     for role in (ACTOR, REF):
         for key in (f"{role}.ulysses_sequence_parallel_size", f"{role}.fsdp_config.ulysses_sequence_parallel_size"):
-            plan.add(key, "1", "Ulysses SP splits the sequence: the prompt must stay whole (both spellings: "
-                     "verl copies the old key only when it is > 1)", replaces=other_value(facts, key, "1"))
+            plan.add(key, "1", "Ulysses SP splits the prompt (both spellings: verl copies the old key only if > 1)",
+                     replaces=other_value(facts, key, "1"))
     plan.add(f"{ROLLOUT}.tensor_model_parallel_size", str(per_node),
-             f"one rollout replica per node (trainer.n_gpus_per_node={per_node}): inference ranks pair with training "
-             "ranks", replaces=other_value(facts, f"{ROLLOUT}.tensor_model_parallel_size", str(per_node)))
+             f"one rollout replica per node (n_gpus_per_node={per_node}): ranks pair one to one",
+             replaces=other_value(facts, f"{ROLLOUT}.tensor_model_parallel_size", str(per_node)))
     plan.add(f"{ROLLOUT}.data_parallel_size", "1", "rollout DP > 1 breaks the rank pairing",
              replaces=other_value(facts, f"{ROLLOUT}.data_parallel_size", "1"))
     return world  # FSDP DP = world / SP, SP = 1
@@ -76,7 +76,7 @@ def _megatron_layout(plan: Plan, facts: Facts, world: int) -> int:
     for name, (rollout_name, value) in sizes.items():
         for role in (ACTOR, REF):
             key = f"{role}.megatron.{name}"
-            plan.add(key, str(value), f"training {name} = rollout {rollout_name} (item by item, actor and ref)",
+            plan.add(key, str(value), f"training {name} = rollout {rollout_name}",
                      replaces=other_value(facts, key, str(value)))
     plan.add(f"{ROLLOUT}.pipeline_model_parallel_size", "1", "verl raises NotImplementedError for rollout PP > 1",
              replaces=other_value(facts, f"{ROLLOUT}.pipeline_model_parallel_size", "1"))
@@ -99,8 +99,7 @@ def _batch_chain(plan: Plan, facts: Facts, dp: int) -> None:
         plan.add(key, "False", "dynamic batch size regroups the samples", replaces=other_value(facts, key, "False"))
     plan.add("actor_rollout_ref.model.use_remove_padding", "True", "no padding in the training forward",
              replaces=other_value(facts, "actor_rollout_ref.model.use_remove_padding", "True"))
-    plan.add(f"{ROLLOUT}.max_num_seqs", "1", "vLLM would prefill the n requests of the prompt together: one "
-             "request per prefill step keeps the dump correlatable")
+    plan.add(f"{ROLLOUT}.max_num_seqs", "1", "one request per prefill step (vLLM would batch the n requests)")
     plan.add(f"{ROLLOUT}.enable_prefix_caching", "False", "a cached prefix skips part of the prefill")
 
 
@@ -119,8 +118,8 @@ def _trainer_and_correction(plan: Plan, facts: Facts, request: Request) -> None:
     if version >= V090:
         plan.add("skip.rollout.enable", "False", "a replayed rollout has no inference forward to dump",
                  replaces=other_value(facts, "skip.rollout.enable", "False"))
-        plan.add("trainer.use_v1", "False", "rlpatch's consistency patches cover the legacy trainer "
-                 "(RayPPOTrainer.fit); the v1 trainer, default from 0.9.0, never runs them",
+        plan.add("trainer.use_v1", "False", "the patches cover the legacy trainer; v1 (default from 0.9.0) "
+                 "never runs them",
                  replaces=other_value(facts, "trainer.use_v1", "False"))
     elif version >= V080:
         plan.add(f"{ROLLOUT}.skip.enable", "False", "a replayed rollout has no inference forward to dump",
