@@ -91,3 +91,12 @@ def test_ray_job_submit_gets_the_runtime_env(tmp_path: Path) -> None:
     call = run_with_stand_ins(new, tmp_path)[0]
     assert call.program == "ray"
     assert call.final()["ray_kwargs.ray_init.runtime_env.env_vars.TORCHDYNAMO_DISABLE"] == '"1"'
+
+
+def test_paths_that_disagree_need_env(tmp_path: Path) -> None:
+    body = ('if [ "$DEVICE" = npu ]; then CARDS=16; else CARDS=8; fi\n'
+            f"python3 -m verl.trainer.main_ppo {AR}.rollout.name=vllm trainer.n_gpus_per_node=$CARDS\n")
+    code, _, _ = _gen(tmp_path, body, "consistency")
+    assert code == 2 and not list(tmp_path.glob("run.consistency-dump*"))
+    code, data, _ = _gen(tmp_path, body, "consistency", "--env", "DEVICE=npu")
+    assert code == 0 and {o["key"]: o["value"] for o in data["overrides"]}[f"{AR}.rollout.n"] == "16"

@@ -59,21 +59,34 @@ def plan_script(source: SourceFile, evaluation, request: Request, env: dict[str,
             plans.append(_plan_for(run, request, env, folder, extra))
         except NeedValue as need:
             raise InputError(_need_message(need)) from None
-    first = plans[0]
+    merged = plans[0]
     for plan, run in zip(plans[1:], runs[1:], strict=False):
-        if plan.signature() != first.signature():
-            raise InputError(_disagreement(first, plan, runs[0], run))
-    return first, runs[0]
+        _merge(merged, plan, runs[0], run)
+    return merged, runs[0]
 
 
-def _disagreement(a: Plan, b: Plan, run_a: Run, run_b: Run) -> str:
-    values_a, values_b = dict(a.signature()[0]), dict(b.signature()[0])
-    for key in dict.fromkeys([*values_a, *values_b]):
-        if values_a.get(key) != values_b.get(key):
-            return (f"the script's paths disagree on {key} ({values_a.get(key)} vs {values_b.get(key)}, launches at "
-                    f"{run_a.launch.command_span} and {run_b.launch.command_span}): give the variables that choose "
-                    "the path with --env")
-    return "the script's paths need different environment switches: give the variables that choose the path with --env"
+def _merge(into: Plan, other: Plan, run_a: Run, run_b: Run) -> None:
+    """One script serves every path: a key neutralised on one path only is written for all (harmless:
+    null or the same value); the same key with two different values cannot be, and is an error."""
+    mine = {o.key: o for o in into.overrides}
+    for override in other.overrides:
+        known = mine.get(override.key)
+        if known is None:
+            into.overrides.append(override)
+        elif known.value != override.value:
+            raise InputError(f"the script's paths disagree on {override.key} ({known.value} vs {override.value}, "
+                             f"launches at {run_a.launch.command_span} and {run_b.launch.command_span}): give the "
+                             "variables that choose the path with --env")
+    names = {e.name: e for e in into.env}
+    for switch in other.env:
+        if switch.name not in names:
+            into.env.append(switch)
+        elif names[switch.name].value != switch.value:
+            raise InputError(f"the script's paths need {switch.name}={names[switch.name].value} and "
+                             f"{switch.name}={switch.value}: give the variables that choose the path with --env")
+    into.notes.extend(note for note in other.notes if note not in into.notes)
+    into.dumps.extend(where for where in other.dumps if where not in into.dumps)
+    into.configs.extend(c for c in other.configs if c.name not in {k.name for k in into.configs})
 
 
 # ---- prefixes and the Ray runtime env --------------------------------------------------------------------

@@ -76,10 +76,6 @@ class Plan:
         self.env = [e for e in self.env if e.name != name]
         self.env.append(EnvSwitch(name, value, why, shell_value))
 
-    def signature(self) -> tuple:
-        """What must be the same on every path of the script for one generated script to serve them all."""
-        return (tuple((o.key, o.value) for o in self.overrides), tuple((e.name, e.value) for e in self.env))
-
 
 @dataclass
 class Targets:
