@@ -203,9 +203,22 @@ def _write_and_lint(files: dict[str, str], new_path: str, script: str, lint_opti
                      for path, text in files.items() if not os.path.relpath(path).startswith("..")}
             moved[os.path.join(scratch, os.path.basename(new_path))] = files[new_path]
             _write_all(moved, script)
-            return _lint(linter, os.path.join(scratch, os.path.basename(new_path)), lint_options)
+            findings = _lint(linter, os.path.join(scratch, os.path.basename(new_path)), lint_options)
+            return [_moved_back(f, scratch, os.path.dirname(os.path.abspath(new_path))) for f in findings]
     _write_all(files, script)
     return _lint(linter, new_path, lint_options)
+
+
+def _moved_back(finding, scratch: str, folder: str):
+    """A finding of the scratch copy, pointing at the file the real run would write."""
+    from dataclasses import replace
+
+    def back(span):
+        if not span.file.startswith(scratch):
+            return span
+        return span._replace(file=os.path.join(folder, os.path.relpath(span.file, scratch)))
+
+    return replace(finding, span=back(finding.span), related=tuple(back(r) for r in finding.related))
 
 
 def _write_all(files: dict[str, str], script: str) -> None:
