@@ -177,17 +177,19 @@ class Facts:
 
 
 # ---- the variable behind an unknown piece, from the syntax tree (never from the text) -----------------
-_TREES: dict[str, tuple[SourceFile, object] | None] = {}
+_TREES: dict[tuple, tuple[SourceFile, object] | None] = {}
 
 
 def _tree(path: str):
-    if path not in _TREES:
+    stat = os.stat(path)
+    key = (path, stat.st_mtime_ns, stat.st_size)  # a file rewritten in the same process is read again
+    if key not in _TREES:
         try:
             source = SourceFile.read(path)
-            _TREES[path] = (source, parse_file(source))
+            _TREES[key] = (source, parse_file(source))
         except Exception:  # noqa: BLE001 - a file we cannot read names no variable
-            _TREES[path] = None
-    return _TREES[path]
+            _TREES[key] = None
+    return _TREES[key]
 
 
 def _offset(source: SourceFile, line: int, column: int) -> int:
