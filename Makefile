@@ -59,6 +59,7 @@ demo: $(STAMP)
 	@echo "== rlpatch detect (a consistency launch script)" && $(RLPATCH) detect fixtures/lint/consistency/fsdp_vllm.sh
 	@echo "== rlpatch lint (sample scripts; findings expected, exit 1)" && ! $(RLPATCH) lint --format full fixtures/lint/samples/*.sh
 	@echo "== rlpatch lint (the clean consistency scripts)" && $(RLPATCH) lint fixtures/lint/consistency/*.sh
+	@echo "== rlpatch gen consistency (a Megatron + vLLM script; the original is not touched)" && $(RLPATCH) gen consistency fixtures/gen/megatron_vllm.sh -o "$(DEMO_DIR)/megatron_vllm.consistency-dump.sh" --verl-root "$(DEMO_DIR)/verl-$(DEMO_VERL)"
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "lint": ("rlpatch.lint.cli", "lint_cmd", "Lint verl launch scripts without running them."),
     "detect": ("rlpatch.lint.cli", "detect_cmd", "Show what a launch script will run: mode, backends, sizes, env."),
     "dumps": ("rlpatch.dumps.cli", "dumps_group", "After the run: check the dumps, pair training with inference, compare."),
+    "gen": ("rlpatch.gen.cli", "gen_cmd", "Write the msprobe collection script and configs for a training script."),
     "rule": ("rlpatch.cli", "rule_cmd", "Show a lint rule's documentation (why, bad and good examples)."),
 }
 

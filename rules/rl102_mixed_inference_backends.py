@@ -25,6 +25,9 @@ class MixedInferenceBackends(LintRule):
     VALID = [
         Case(f"python3 -m verl.trainer.main_ppo \\\n    actor_rollout_ref.rollout.name=vllm \\\n    {_VLLM_KEY}\n"),
         Case(f"python3 -m verl.trainer.main_ppo \\\n    actor_rollout_ref.rollout.name=sglang \\\n    {_SGLANG_KEY}\n"),
+        Case(f"python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm {_VLLM_KEY} {_SGLANG_KEY} \\\n"
+             f"    ++{_SGLANG_KEY.lstrip('+').split('=')[0]}=null\n",
+             note="a later null switches the other backend's dump off (what rlpatch gen writes)"),
     ]
     INVALID = [
         Case(f"python3 -m verl.trainer.main_ppo \\\n    actor_rollout_ref.rollout.name=sglang \\\n    {_VLLM_KEY}\n",
@@ -35,7 +38,7 @@ class MixedInferenceBackends(LintRule):
 
     def check(self, ctx: LintContext) -> None:
         name = ctx.run.setting(f"{ROLLOUT}.name")
-        dumps = ctx.run.inference_dump_overrides()
+        dumps = ctx.run.live_inference_dump_overrides()
         backends = {("sglang" if o.key in SGLANG_DUMP_KEYS else "vllm") for o in dumps}
         if ctx.unresolved(name):
             return

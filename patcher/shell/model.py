@@ -308,6 +308,11 @@ class Run:
     def inference_dump_overrides(self) -> list[Override]:
         return [o for o in self.overrides if o.key in INFERENCE_DUMP_KEYS and o.prefix != "~"]
 
+    def live_inference_dump_overrides(self) -> list[Override]:
+        """The inference dump overrides whose key does not end up null (a later `key=null`, as
+        `rlpatch gen` writes to neutralise a user's key, switches that dump off)."""
+        return [o for o in self.inference_dump_overrides() if not self.setting(o.key).is_null()]
+
     @property
     def training_tool(self) -> bool:
         return self.setting(TOOL_KEY).value == "precision_debugger"
@@ -319,7 +324,7 @@ class Run:
         """The dump mode and why (a `--mode` option wins)."""
         if self.forced_mode:
             return self.forced_mode, "--mode"
-        inference = self.inference_dump_overrides()
+        inference = self.live_inference_dump_overrides()
         if inference and any(self.env_set(name) for name in CONSISTENCY_ENV):
             names = "+".join(n for n in CONSISTENCY_ENV if self.env_set(n))
             return "consistency", f"{inference[0].key} with {names} in the env"

@@ -1,0 +1,236 @@
+"""From the original script and the plan to the new script's text (and back, to check it).
+
+`generate` evaluates the original with the front end, plans each launch (every path of the script
+must agree on what gen adds), chooses plain or `++` per key against that verl version's composed
+config, writes the block and the launch word (`place`), and evaluates the *result* to prove that
+every launch now ends with gen's overrides and sees gen's environment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+from dataclasses import dataclass, field
+
+from rlpatch import __version__, registry
+from rlpatch.errors import InputError
+from rlpatch.gen import place
+from rlpatch.gen.consistency import plan_consistency
+from rlpatch.gen.modes import RUNTIME_ENV_VARS, Request, plan_inference, plan_training
+from rlpatch.gen.plan import Facts, NeedValue, Plan, Planned, Targets
+from rlpatch.shell import Options, SourceFile, evaluate_source, parse_file, word_text
+from rlpatch.shell.model import Run, parse_override
+
+DIR_LINE = 'RLPATCH_GEN_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"'
+
+
+@dataclass
+class Generated:
+    text: str
+    plan: Plan
+    run: Run  # one launch of the original (for backends and the summary)
+    notes: list[str] = field(default_factory=list)
+
+
+def _plan_for(run: Run, request: Request, env: dict[str, str], folder: str, extra: dict[str, str]) -> Plan:
+    facts = Facts(run, env)
+    if request.mode == "training":
+        return plan_training(facts, request, folder)
+    if request.mode == "inference":
+        return plan_inference(facts, request, folder)
+    return plan_consistency(facts, request, folder, extra)
+
+
+def _need_message(need: NeedValue) -> str:
+    names = need.names or ["VAR"]
+    return (f"{need.key} is not known statically ({need.desc} at {need.span}) and gen needs it: give "
+            f"--env {names[0]}=VALUE" + (f" (it comes from {', '.join(names[1:])})" if len(names) > 1 else ""))
+
+
+def plan_script(source: SourceFile, evaluation, request: Request, env: dict[str, str], folder: str,
+                extra: dict[str, str]) -> tuple[Plan, Run]:
+    runs = [Run.from_launch(launch, source.path, request.verl) for launch in evaluation.launches]
+    if not runs:
+        raise InputError(f"{source.path}: no verl entry point found (python3 -m verl.trainer.main_ppo ...)")
+    plans = []
+    for run in runs:
+        try:
+            plans.append(_plan_for(run, request, env, folder, extra))
+        except NeedValue as need:
+            raise InputError(_need_message(need)) from None
+    merged = plans[0]
+    for plan, run in zip(plans[1:], runs[1:], strict=False):
+        _merge(merged, plan, runs[0], run)
+    return merged, runs[0]
+
+
+def _merge(into: Plan, other: Plan, run_a: Run, run_b: Run) -> None:
+    """One script serves every path: a key neutralised on one path only is written for all (harmless:
+    null or the same value); the same key with two different values cannot be, and is an error."""
+    mine = {o.key: o for o in into.overrides}
+    for override in other.overrides:
+        known = mine.get(override.key)
+        if known is None:
+            into.overrides.append(override)
+        elif known.value != override.value:
+            raise InputError(f"the script's paths disagree on {override.key} ({known.value} vs {override.value}, "
+                             f"launches at {run_a.launch.command_span} and {run_b.launch.command_span}): give the "
+                             "variables that choose the path with --env")
+    names = {e.name: e for e in into.env}
+    for switch in other.env:
+        if switch.name not in names:
+            into.env.append(switch)
+        elif names[switch.name].value != switch.value:
+            raise InputError(f"the script's paths need {switch.name}={names[switch.name].value} and "
+                             f"{switch.name}={switch.value}: give the variables that choose the path with --env")
+    into.notes.extend(note for note in other.notes if note not in into.notes)
+    into.dumps.extend(where for where in other.dumps if where not in into.dumps)
+    into.configs.extend(c for c in other.configs if c.name not in {k.name for k in into.configs})
+
+
+# ---- prefixes and the Ray runtime env --------------------------------------------------------------------
+def choose_prefixes(plan: Plan, run: Run, lint_options, notes: list[str]) -> None:
+    """Plain for keys the composed schema has, `++` for free-form dicts; a key this verl version
+    does not have is left out (said so) rather than created with `++`."""
+    groups = [o.text for o in run.overrides if o.key == "model_engine" and o.value_known and o.prefix == ""]
+    schema, why = registry.linter().schema_of(lint_options, run.config_name, groups, run.config_dir,
+                                              os.path.dirname(run.file) or ".")
+    if schema is None:
+        notes.append(f"no verl config to compose ({why}): plain overrides written without a schema check")
+    kept = []
+    for override in plan.overrides:
+        if override.free_form or override.key.startswith("ray_kwargs."):
+            override.prefix = "++"
+        elif schema is not None and not schema.has(override.key):
+            notes.append(f"{override.key}: not in verl {schema.version or ''} config, not written")
+            continue
+        kept.append(override)
+    plan.overrides = kept
+
+
+def add_runtime_env(plan: Plan, run: Run) -> None:
+    """Env switches also go into Ray's runtime env when exports cannot reach every worker."""
+    pre_started = run.has("ray_kwargs.ray_init.address") or "RAY_ADDRESS" in run.env
+    if run.env_reaches_workers() is not False and not pre_started:
+        return
+    for switch in plan.env:
+        shell = None if switch.shell_value is None else '"\\"' + switch.shell_value.strip('"') + '\\""'
+        plan.overrides.append(Planned(f"{RUNTIME_ENV_VARS}.{switch.name}", json.dumps(switch.value),
+                                      "exports do not reach Ray workers on other nodes / a submitted job",
+                                      prefix="++", free_form=True, shell_value=shell))
+
+
+# ---- the text ----------------------------------------------------------------------------------------------
+def _word(override: Planned) -> str:
+    head = f"{override.prefix}{override.key}="
+    if override.shell_value is not None:
+        return head + override.shell_value
+    return head + shlex.quote(override.value)
+
+
+def block_text(plan: Plan, request: Request, original: str, targets: Targets, extra: list[str]) -> str:
+    assumed = " (assumed: the newest release; give --verl-version, --verl-root or --python)" if targets.verl_assumed else ""
+    lines = [
+        f"# ---- rlpatch gen ({__version__}): {request.mode}-mode msprobe collection script ----",
+        f"# original: {original} (unchanged; diff the two files to see every change gen made)",
+        f"# versions: verl {targets.verl}{assumed}; {_backend_versions(targets)}",
+        f"{DIR_LINE}  # the configs live beside this script",
+    ]
+    for switch in plan.env:
+        value = switch.shell_value if switch.shell_value is not None else shlex.quote(switch.value)
+        lines.append(f"export {switch.name}={value}  # {switch.why}")
+    lines.append("# appended as the last arguments of the verl command below (the last value of a key wins)")
+    lines.append(f"{place.ARRAY}=(")
+    for override in plan.overrides:
+        replaced = f" (was {override.replaces})" if override.replaces is not None else ""
+        lines.append(f"    {_word(override)}  # {override.why}{replaced}")
+    for text in extra:
+        lines.append(f"    {shlex.quote(text)}  # given to rlpatch gen after --")
+    lines.append(")")
+    lines.append("# ---- end of rlpatch gen ----")
+    return "\n".join(lines) + "\n"
+
+
+def _backend_versions(targets: Targets) -> str:
+    sglang = f"SGLang {targets.sglang}" if targets.sglang else "SGLang >= 0.5.11 (assumed)"
+    vllm = f"vLLM-Ascend {targets.vllm_ascend}" if targets.vllm_ascend else "vLLM-Ascend >= 0.13 (assumed)"
+    return f"{vllm}; {sglang}"
+
+
+def generate(script: str, new_path: str, request: Request, targets: Targets, env: dict[str, str],
+             extra: list[str], lint_options) -> Generated:
+    source = SourceFile.read(script)
+    parsed = parse_file(source)
+    if place.written_by_gen(parsed):
+        raise InputError(f"{script} was written by rlpatch gen: run gen on the original training script")
+    options = Options(env=dict(env))
+    evaluation = evaluate_source(source, options)
+    folder = os.path.dirname(os.path.abspath(new_path))
+    extra_values = {o.key: o.value for o in (_extra_override(text) for text in extra) if o is not None}
+    plan, run = plan_script(source, evaluation, request, env, folder, extra_values)
+    notes = list(plan.notes)
+    choose_prefixes(plan, run, lint_options, notes)
+    add_runtime_env(plan, run)
+    insertions = place.launch_insertions(source, parsed, evaluation, options)
+    insertions += _env_prefixes(source, evaluation, plan, notes)
+    block = block_text(plan, request, os.path.basename(script), targets, extra)
+    insertions.append(place.Insertion(place.block_offset(source, parsed), block))
+    text = place.apply(source.text, insertions)
+    _prove(new_path, text, plan, extra, options)
+    return Generated(text, plan, run, notes)
+
+
+def _env_prefixes(source: SourceFile, evaluation, plan: Plan, notes: list[str]) -> list[place.Insertion]:
+    """A variable the script itself sets (after gen's exports) would win: for those, the switch also
+    goes in front of the launch command as a `NAME=value` prefix, which wins over both."""
+    prefixes: dict[int, list[str]] = {}
+    for launch in evaluation.launches:
+        start = place.command_start(source, launch)
+        for switch in plan.env:
+            value = launch.env.get(switch.name)
+            if start is None or value is None or value.span is None or value.span.file != source.path:
+                continue
+            if word_text(value.first()) == switch.value:
+                continue  # the script already sets what gen needs
+            words = prefixes.setdefault(start, [])
+            word = f"{switch.name}={switch.shell_value or shlex.quote(switch.value)}"
+            if word not in words:
+                words.append(word)
+                notes.append(f"{switch.name} is set by the script itself (line {value.span.line}): also given as a "
+                             f"prefix of the verl command")
+    return [place.Insertion(offset, " ".join(words) + " ") for offset, words in prefixes.items()]
+
+
+def _extra_override(text: str):
+    from rlpatch.shell import Arg, Piece, Span
+
+    origin = Span("<command line>", 1, 1, 1, 1)
+    return parse_override(Arg((Piece(text, origin),), origin))
+
+
+def _prove(new_path: str, text: str, plan: Plan, extra: list[str], options: Options) -> None:
+    """Evaluate the new text: every launch must end with gen's overrides, and see gen's exports."""
+    probe = SourceFile(os.path.abspath(new_path), text)
+    evaluation = evaluate_source(probe, options)
+    expected = [o.text for o in plan.overrides] + extra
+    for launch in evaluation.launches:
+        tail = [arg.text for arg in launch.args[-len(expected):]] if expected else []
+        if expected and [_unquoted(t) for t in tail] != [_unquoted(t) for t in _expanded(expected, new_path)]:
+            raise InputError(f"gen could not place its overrides at the end of the verl launch at "
+                             f"{launch.command_span} (the launch cannot be located statically): nothing written")
+        for switch in plan.env:
+            value = launch.env.get(switch.name)
+            text = None if value is None else word_text(value.first())
+            if value is None or (text is not None and text != switch.value):
+                raise InputError(f"{switch.name}={switch.value} does not reach the verl launch at {launch.command_span} "
+                                 f"(the script sets {text!r}): nothing written")
+
+
+def _expanded(texts: list[str], new_path: str) -> list[str]:
+    folder = os.path.dirname(os.path.abspath(new_path))
+    return [t.replace("${RLPATCH_GEN_DIR}", folder) for t in texts]
+
+
+def _unquoted(text: str | None) -> str | None:
+    return None if text is None else text.replace('"', "").replace("'", "")

@@ -1,0 +1,187 @@
+"""consistency mode (spec gen.md section 5): rlpatch's training-engine patch plus the vLLM-Ascend
+inference dump, with one prompt, one mini-batch, no gradient accumulation and matching parallel
+layouts, so that every training rank's forward pairs with one inference prefill.
+
+The arithmetic is checked before anything is written: an impossible combination (left by the
+user's own `-- overrides`, or a world size that no layout fits) is an error naming the numbers.
+"""
+
+from __future__ import annotations
+
+from rlpatch.errors import InputError
+from rlpatch.gen.modes import (
+    FULLY_ASYNC_ENTRY,
+    PHASES,
+    V080,
+    V090,
+    Request,
+    force_eager,
+    msprobe_config,
+    neutralise_sglang,
+    other_value,
+    rollout_backend,
+    vllm_dump,
+    with_config,
+)
+from rlpatch.gen.plan import Facts, Plan
+from rlpatch.shell.defaults import ACTOR, REF, ROLLOUT
+
+_ONE = "one prompt, one mini-batch, one micro-batch: each rank pairs with one request"
+
+
+def plan_consistency(facts: Facts, request: Request, folder: str, extra: dict[str, str]) -> Plan:
+    backend = rollout_backend(facts)
+    if backend != "vllm":
+        raise InputError(f"consistency mode pairs the training engine patch with the vLLM-Ascend inference dump; "
+                         f"this script rolls out with {backend!r}")
+    plan = Plan()
+    megatron = facts.run.megatron
+    world = facts.need_int("trainer.n_gpus_per_node") * facts.need_int("trainer.nnodes")
+    per_node = facts.need_int("trainer.n_gpus_per_node")
+    dp = _megatron_layout(plan, facts, world) if megatron else _fsdp_layout(plan, facts, per_node, world)
+    _batch_chain(plan, facts, dp)
+    _trainer_and_correction(plan, facts, request)
+    _env_and_configs(plan, facts, request, folder)
+    _check_arithmetic(plan, extra, dp, world, megatron)
+    plan.apply = ["rlpatch", "apply", "--mode", "consistency", "--verl-root", "VERL_ROOT"]
+    return plan
+
+
+def _fsdp_layout(plan: Plan, facts: Facts, per_node: int, world: int) -> int:
+    for role in (ACTOR, REF):
+        for key in (f"{role}.ulysses_sequence_parallel_size", f"{role}.fsdp_config.ulysses_sequence_parallel_size"):
+            plan.add(key, "1", "Ulysses SP splits the prompt (both spellings: verl copies the old key only if > 1)",
+                     replaces=other_value(facts, key, "1"))
+    plan.add(f"{ROLLOUT}.tensor_model_parallel_size", str(per_node),
+             f"one rollout replica per node (n_gpus_per_node={per_node}): ranks pair one to one",
+             replaces=other_value(facts, f"{ROLLOUT}.tensor_model_parallel_size", str(per_node)))
+    plan.add(f"{ROLLOUT}.data_parallel_size", "1", "rollout DP > 1 breaks the rank pairing",
+             replaces=other_value(facts, f"{ROLLOUT}.data_parallel_size", "1"))
+    return world  # FSDP DP = world / SP, SP = 1
+
+
+def _megatron_layout(plan: Plan, facts: Facts, world: int) -> int:
+    tp = facts.int_or(f"{ROLLOUT}.tensor_model_parallel_size", 1)
+    ep = facts.int_or(f"{ROLLOUT}.expert_parallel_size", 1)
+    rollout_dp = facts.int_or(f"{ROLLOUT}.data_parallel_size", 1)
+    cp = facts.int_or(f"{ACTOR}.megatron.context_parallel_size", 1)
+    if world % (tp * cp):
+        raise InputError(f"Megatron needs the world size ({world}) divisible by TP*PP*CP = {tp}*1*{cp} = {tp * cp}")
+    if ep > 1 and ep != tp * rollout_dp:
+        raise InputError(f"rollout expert_parallel_size={ep} must equal tensor_model_parallel_size*data_parallel_size "
+                         f"= {tp}*{rollout_dp} = {tp * rollout_dp}")
+    sizes = {"tensor_model_parallel_size": ("tensor_model_parallel_size", tp),
+             "pipeline_model_parallel_size": ("pipeline_model_parallel_size", 1),
+             "expert_model_parallel_size": ("expert_parallel_size", ep)}
+    for name, (rollout_name, value) in sizes.items():
+        for role in (ACTOR, REF):
+            key = f"{role}.megatron.{name}"
+            plan.add(key, str(value), f"training {name} = rollout {rollout_name}",
+                     replaces=other_value(facts, key, str(value)))
+    plan.add(f"{ROLLOUT}.pipeline_model_parallel_size", "1", "verl raises NotImplementedError for rollout PP > 1",
+             replaces=other_value(facts, f"{ROLLOUT}.pipeline_model_parallel_size", "1"))
+    return world // (tp * cp)
+
+
+def _batch_chain(plan: Plan, facts: Facts, dp: int) -> None:
+    for key in ("data.train_batch_size", f"{ACTOR}.ppo_mini_batch_size", f"{ACTOR}.ppo_micro_batch_size_per_gpu",
+                f"{REF}.log_prob_micro_batch_size_per_gpu", f"{ROLLOUT}.log_prob_micro_batch_size_per_gpu"):
+        plan.add(key, "1", _ONE, replaces=other_value(facts, key, "1"))
+    plan.add(f"{ROLLOUT}.n", str(dp), f"one response per training DP rank (DP = {dp})",
+             replaces=other_value(facts, f"{ROLLOUT}.n", str(dp)))
+    plan.add(f"{ROLLOUT}.agent.num_workers", "1", "one agent-loop worker sends the one prompt",
+             replaces=other_value(facts, f"{ROLLOUT}.agent.num_workers", "1"))
+    for key in (f"{ACTOR}.ppo_micro_batch_size", f"{REF}.log_prob_micro_batch_size",
+                f"{ROLLOUT}.log_prob_micro_batch_size"):
+        plan.add(key, "null", "the deprecated twin must be null (verl: \"You have set both ...\")",
+                 replaces=other_value(facts, key, "null"))
+    for key in (f"{ACTOR}.use_dynamic_bsz", f"{REF}.log_prob_use_dynamic_bsz", f"{ROLLOUT}.log_prob_use_dynamic_bsz"):
+        plan.add(key, "False", "dynamic batch size regroups the samples", replaces=other_value(facts, key, "False"))
+    plan.add("actor_rollout_ref.model.use_remove_padding", "True", "no padding in the training forward",
+             replaces=other_value(facts, "actor_rollout_ref.model.use_remove_padding", "True"))
+    plan.add(f"{ROLLOUT}.max_num_seqs", "1", "one request per prefill step (vLLM would batch the n requests)")
+    plan.add(f"{ROLLOUT}.enable_prefix_caching", "False", "a cached prefix skips part of the prefill")
+
+
+def _trainer_and_correction(plan: Plan, facts: Facts, request: Request) -> None:
+    for key, value, why in (
+        ("trainer.val_before_train", "False", "validation calls generate and shifts the dumped steps"),
+        ("trainer.balance_batch", "False", "balancing reorders samples across ranks"),
+        ("trainer.total_training_steps", "1", "one step is enough to compare"),
+        ("algorithm.rollout_correction.rollout_is", "null", "rollout correction off"),
+        ("algorithm.rollout_correction.rollout_rs", "null", "rollout correction off"),
+        ("algorithm.rollout_correction.rollout_rs_threshold", "null", "rollout correction off"),
+        ("algorithm.rollout_correction.rollout_is_batch_normalize", "False", "rollout correction off"),
+    ):
+        plan.add(key, value, why, replaces=other_value(facts, key, value))
+    version = request.verl
+    if version >= V090:
+        plan.add("skip.rollout.enable", "False", "a replayed rollout has no inference forward to dump",
+                 replaces=other_value(facts, "skip.rollout.enable", "False"))
+        plan.add("trainer.use_v1", "False", "the patches cover the legacy trainer; v1 (default from 0.9.0) "
+                 "never runs them",
+                 replaces=other_value(facts, "trainer.use_v1", "False"))
+    elif version >= V080:
+        plan.add(f"{ROLLOUT}.skip.enable", "False", "a replayed rollout has no inference forward to dump",
+                 replaces=other_value(facts, f"{ROLLOUT}.skip.enable", "False"))
+    else:
+        plan.add("trainer.use_legacy_worker_impl", "disable", "verl 0.7.x runs the patched engine workers only "
+                 "with the legacy worker switched off", replaces=other_value(facts, "trainer.use_legacy_worker_impl",
+                                                                         "disable"))
+    if facts.run.launch.entry == FULLY_ASYNC_ENTRY:
+        plan.add("actor_rollout_ref.hybrid_engine", "False", "the fully-async trainer separates rollout and training")
+        plan.add("algorithm.rollout_correction.bypass_mode", "False", "bypass mode skips the log-prob recompute",
+                 replaces=other_value(facts, "algorithm.rollout_correction.bypass_mode", "False"))
+
+
+def _env_and_configs(plan: Plan, facts: Facts, request: Request, folder: str) -> None:
+    phase = "log_prob"
+    if request.stages is not None:
+        if len(request.stages) != 1 or request.stages[0] not in PHASES:
+            raise InputError(f"--stages in consistency mode is one DUMP_PHASE: {', '.join(PHASES)}")
+        phase = request.stages[0]
+    steps = request.steps if request.steps is not None else []
+    train_dump = f"{request.dump_root}/train"
+    train_path, train_shell = with_config(plan, msprobe_config(request, "train", steps, train_dump), folder)
+    plan.export("DUMP_ON", "1", "switches the engine patch's dump on")
+    plan.export("PROMPTS_ONLY", "1", "training recomputes log-probs on the prompts only (pairs with the prefill)")
+    plan.export("DUMP_PHASE", phase, "which training phase the engine patch dumps")
+    plan.export("MSPROBE_ACTOR_CONFIG", train_path, "the training side's msprobe config", shell_value=train_shell)
+    force_eager(plan, facts)
+    vllm_dump(plan, facts, request, folder, steps, "infer")
+    neutralise_sglang(plan, facts)
+    plan.dumps.insert(0, f"{train_dump}/ (training, rlpatch engine patch; update_actor_log.jsonl per process)")
+    if (request.task or "tensor") != "tensor" or (request.level or "mix") != "L0":
+        plan.notes.append("`--task tensor --level L0` is what msprobe compare --consistent_check matches best "
+                          "(written: task tensor, level mix, unless --task/--level)")
+
+
+def _check_arithmetic(plan: Plan, extra: dict[str, str], dp: int, world: int, megatron: bool) -> None:
+    """The batch arithmetic verl checks late, on the values the run will really have (the user's
+    own `-- overrides` come last and win)."""
+    values = {o.key: o.value for o in plan.overrides}
+    values.update(extra)
+
+    def number(key: str) -> int:
+        try:
+            return int(values[key])
+        except (KeyError, ValueError):
+            raise InputError(f"{key}={values.get(key)!r} is not a number") from None
+
+    batch, mini = number("data.train_batch_size"), number(f"{ACTOR}.ppo_mini_batch_size")
+    micro, n = number(f"{ACTOR}.ppo_micro_batch_size_per_gpu"), number(f"{ROLLOUT}.n")
+    workers = number(f"{ROLLOUT}.agent.num_workers")
+    if batch < mini:
+        raise InputError(f"data.train_batch_size={batch} < actor.ppo_mini_batch_size={mini}: no mini-batch fits")
+    if (batch * n) % (micro * dp):
+        raise InputError(f"train_batch_size*rollout.n = {batch}*{n} = {batch * n} is not divisible by the minimal "
+                         f"batch micro*DP = {micro}*{dp} = {micro * dp}")
+    if batch // mini != 1 or (mini * n) // (micro * dp) != 1:
+        raise InputError(f"one mini-batch and no gradient accumulation need train_batch_size/ppo_mini_batch_size = "
+                         f"{batch}/{mini} = 1 and mini*n/micro/DP = {mini}*{n}/{micro}/{dp} = 1")
+    if batch % workers:
+        raise InputError(f"data.train_batch_size={batch} is not divisible by rollout.agent.num_workers={workers}")
+    if not megatron:
+        tp = number(f"{ROLLOUT}.tensor_model_parallel_size")
+        if tp <= 0 or world % tp:
+            raise InputError(f"the world size ({world}) is not divisible by rollout tensor_model_parallel_size={tp}")

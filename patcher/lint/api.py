@@ -1,0 +1,95 @@
+"""The linter's small, stable facade for the wings that check what they write (`rlpatch gen`).
+
+Other wings reach this module only through `rlpatch.registry.linter()`. It hides the engine, the
+options object and the Hydra machinery (`hydra_schema`) behind these calls:
+
+- `ExtraArgsCommand`: the click command class that keeps `-- extra overrides` aside, as `lint` does;
+- `make_options(...)`: the same versions, env and extra args as `rlpatch lint` would use;
+- `lint_file(path, options)`: the findings of every rule on one script (InputError when unreadable);
+- `schema_of(options, config_name, group_overrides)`: the composed verl config of that version,
+  asked key by key (`KeySchema.has`), or None with the reason when it cannot be composed;
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from rlpatch.errors import InputError
+from rlpatch.lint.cli import ExtraArgsCommand
+from rlpatch.lint.rule import Finding, LintOptions
+from rlpatch.upstream.versions import Version
+
+__all__ = ["ExtraArgsCommand", "Finding", "KeySchema", "LintOptions", "lint_file", "make_options", "schema_of", "verl_version_of"]
+
+
+def make_options(*, verl_version: str | None = None, verl_root: str | None = None, python: str | None = None,
+                 env: dict[str, str] | None = None, mode: str | None = None, args: Sequence[str] = (),
+                 sglang_root: str | None = None, vllm_ascend_root: str | None = None) -> LintOptions:
+    """Options exactly as `rlpatch lint` builds them from its command line (no [tool.rlpatch])."""
+    from rlpatch.lint.cli import build_options
+
+    cli: dict[str, Any] = dict(verl_version=verl_version, verl_root=verl_root, python=python, mode=mode,
+                               env=dict(env or {}), sglang_root=sglang_root, vllm_ascend_root=vllm_ascend_root)
+    return build_options(cli, {}, list(args))
+
+
+def verl_version_of(options: LintOptions) -> Version:
+    """The verl version the rules assume for these options (the newest release unless told)."""
+    return options.verl_version
+
+
+def lint_file(path: str, options: LintOptions) -> list[Finding]:
+    """Every rule's findings on `path`, sorted; InputError when the file cannot be read as a script."""
+    from rlpatch.lint.engine import lint_path, select_rules
+
+    result = lint_path(path, options, select_rules(None, None))
+    if result.error:
+        raise InputError(result.error)
+    return list(result.findings)
+
+
+@dataclass(frozen=True)
+class KeySchema:
+    """One composed verl config (a version, a config name, group overrides such as model_engine)."""
+
+    tree: dict[str, Any]
+    version: Version | None
+    origin: str
+
+    def has(self, key: str) -> bool:
+        """Whether `key` exists in the composed config (a plain override of it composes). The
+        snapshot is plain data: dicts by key, list elements by index, as in OmegaConf."""
+        node: Any = self.tree
+        for part in key.split("."):
+            if isinstance(node, dict) and part in node:
+                node = node[part]
+            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+            else:
+                return False
+        return True
+
+
+def _config_source(options: LintOptions, config_name: str | None, config_path: str | None, base_dir: str | None):
+    from rlpatch.lint.hydra_schema import locate_config
+
+    return locate_config(verl_root=options.verl_root, python=options.extra.get("python"),
+                         verl_version=options.extra.get("verl_version_given"), config_path=config_path,
+                         config_name=config_name, base_dir=base_dir)
+
+
+def schema_of(options: LintOptions, config_name: str | None = None, group_overrides: Sequence[str] = (),
+              config_path: str | None = None, base_dir: str | None = None) -> tuple[KeySchema | None, str]:
+    """The composed config for these options, or (None, why) when hydra-core or verl is missing or
+    the config does not compose. A released version (`--verl-version`) is downloaded once and cached."""
+    from rlpatch.lint.hydra_schema import SchemaUnavailable, hydra_available, load_schema
+
+    if not hydra_available():
+        return None, "hydra-core is not installed"
+    try:
+        source = _config_source(options, config_name, config_path, base_dir)
+        schema = load_schema(source, list(group_overrides))
+    except (SchemaUnavailable, InputError) as why:  # InputError: a released wheel could not be downloaded
+        return None, getattr(why, "message", None) or str(why)
+    return KeySchema(schema.tree, source.verl_version, source.origin), source.origin

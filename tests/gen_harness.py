@@ -1,0 +1,187 @@
+"""Running a script `rlpatch gen` wrote, with stand-ins for python3/python/uv/ray, and the spec's tables.
+
+The stand-ins are tiny bash scripts put first on PATH: each records its argv and environment to a
+file and exits 0, so the generated script really runs (bash expands everything: arrays, `"$@"`,
+`$(cd ... && pwd)`, `bash other.sh args`) and the test sees what verl would receive. `expected()`
+is the spec's tables (gen.md sections 3 to 5) written out independently of gen's own code.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from conftest import FIXTURES
+
+GEN_FIXTURES = FIXTURES / "gen"
+STAND_INS = ("python3", "python", "uv", "ray")
+_STAND_IN = """#!/bin/bash
+out="$RLPATCH_RECORD_DIR/$(basename "$0").$$.$RANDOM"
+{ printf '%s\\n' "$#"; printf '%s\\0' "$(basename "$0")" "$@"; env -0; } > "$out"
+exit 0
+"""
+AR = "actor_rollout_ref"
+
+
+@dataclass
+class Received:
+    """One recorded call of a stand-in: what verl's entry would get."""
+
+    program: str
+    argv: list[str]
+    env: dict[str, str]
+
+    @property
+    def hydra_args(self) -> list[str]:
+        """The arguments after `-m <entry>` (Hydra overrides and options)."""
+        index = self.argv.index("-m")
+        return self.argv[index + 2:]
+
+    def overrides(self) -> list[str]:
+        return [a for a in self.hydra_args if not a.startswith("-")]
+
+    def final(self) -> dict[str, str]:
+        """key -> the value Hydra keeps (the last one; `+`/`++` prefixes dropped)."""
+        values: dict[str, str] = {}
+        for arg in self.overrides():
+            key, _, value = arg.lstrip("+").partition("=")
+            values[key] = value
+        return values
+
+
+def copy_fixtures(tmp: Path) -> Path:
+    folder = tmp / "scripts"
+    shutil.copytree(GEN_FIXTURES, folder)
+    return folder
+
+
+def run_with_stand_ins(script: Path, tmp: Path, args: tuple[str, ...] = ()) -> list[Received]:
+    """Run `bash script args` with the stand-ins first on PATH; every call that starts a verl entry."""
+    bin_dir, records, home = tmp / "bin", tmp / "records", tmp / "home"
+    for folder in (bin_dir, records, home):
+        folder.mkdir(exist_ok=True)
+    for name in STAND_INS:
+        path = bin_dir / name
+        path.write_text(_STAND_IN)
+        path.chmod(0o755)
+    for old in records.iterdir():
+        old.unlink()
+    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "HOME": str(home), "RLPATCH_RECORD_DIR": str(records)}
+    result = subprocess.run(["bash", str(script), *args], cwd=script.parent, env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+    calls = [_parse(path.read_bytes()) for path in sorted(records.iterdir())]
+    return [call for call in calls if "-m" in call.argv and call.argv.index("-m") + 1 < len(call.argv)]
+
+
+def _parse(data: bytes) -> Received:
+    count_text, _, rest = data.partition(b"\n")
+    fields = rest.split(b"\0")
+    argv = [f.decode() for f in fields[1:int(count_text) + 1]]
+    env = {}
+    for item in fields[int(count_text) + 1:]:
+        name, eq, value = item.decode().partition("=")
+        if eq:
+            env[name] = value
+    return Received(fields[0].decode(), argv, env)
+
+
+def stub_verl(tmp: Path, version: str) -> Path:
+    """A verl tree that has only its version file: gen's version facts without a config to compose."""
+    root = tmp / f"verl-stub-{version}"
+    (root / "verl" / "version").mkdir(parents=True, exist_ok=True)
+    (root / "verl" / "__init__.py").write_text("")
+    (root / "verl" / "version" / "version").write_text(version + "\n")
+    return root
+
+
+# ---- the spec's tables ----------------------------------------------------------------------------------
+def _v(text: str) -> tuple[int, ...]:
+    return tuple(int("".join(c for c in part if c.isdigit()) or 0) for part in text.split(".")[:3])
+
+
+def expected(mode: str, verl: str, *, rollout: str = "vllm", megatron: bool = False, per_node: int = 8,
+             nodes: int = 1, rollout_tp: int = 2, sglang: str | None = None,
+             vllm_ascend: str | None = None) -> tuple[dict[str, str], dict[str, str]]:
+    """(overrides verl must receive, env vars the workers must see) for one case of the spec."""
+    overrides: dict[str, str] = {}
+    env: dict[str, str] = {}
+    if mode == "training":
+        overrides.update({
+            "global_profiler.tool": "precision_debugger", "global_profiler.steps": "[1]",
+            f"{AR}.actor.profiler.enable": "True",
+        })
+        return overrides, env
+    overrides[f"{AR}.rollout.enforce_eager"] = "True"
+    overrides["trainer.val_before_train"] = "False"
+    env["TORCHDYNAMO_DISABLE"] = "1"
+    if mode == "consistency":
+        world = per_node * nodes
+        env.update({"DUMP_ON": "1", "PROMPTS_ONLY": "1", "DUMP_PHASE": "log_prob"})
+        for key in ("data.train_batch_size", f"{AR}.actor.ppo_mini_batch_size", f"{AR}.actor.ppo_micro_batch_size_per_gpu",
+                    f"{AR}.ref.log_prob_micro_batch_size_per_gpu", f"{AR}.rollout.log_prob_micro_batch_size_per_gpu",
+                    f"{AR}.rollout.agent.num_workers", "trainer.total_training_steps", f"{AR}.rollout.max_num_seqs"):
+            overrides[key] = "1"
+        for key in (f"{AR}.actor.ppo_micro_batch_size", f"{AR}.ref.log_prob_micro_batch_size",
+                    f"{AR}.rollout.log_prob_micro_batch_size", "algorithm.rollout_correction.rollout_is",
+                    "algorithm.rollout_correction.rollout_rs", "algorithm.rollout_correction.rollout_rs_threshold"):
+            overrides[key] = "null"
+        for key in (f"{AR}.actor.use_dynamic_bsz", f"{AR}.ref.log_prob_use_dynamic_bsz",
+                    f"{AR}.rollout.log_prob_use_dynamic_bsz", "trainer.balance_batch",
+                    "algorithm.rollout_correction.rollout_is_batch_normalize", f"{AR}.rollout.enable_prefix_caching"):
+            overrides[key] = "False"
+        overrides[f"{AR}.model.use_remove_padding"] = "True"
+        if megatron:
+            dp = world // rollout_tp
+            for role in ("actor", "ref"):
+                overrides[f"{AR}.{role}.megatron.tensor_model_parallel_size"] = str(rollout_tp)
+                overrides[f"{AR}.{role}.megatron.pipeline_model_parallel_size"] = "1"
+            overrides[f"{AR}.rollout.pipeline_model_parallel_size"] = "1"
+        else:
+            dp = world
+            for role in ("actor", "ref"):
+                overrides[f"{AR}.{role}.ulysses_sequence_parallel_size"] = "1"
+                overrides[f"{AR}.{role}.fsdp_config.ulysses_sequence_parallel_size"] = "1"
+            overrides[f"{AR}.rollout.tensor_model_parallel_size"] = str(per_node)
+            overrides[f"{AR}.rollout.data_parallel_size"] = "1"
+        overrides[f"{AR}.rollout.n"] = str(dp)
+        if _v(verl) >= (0, 9, 0):
+            overrides["skip.rollout.enable"] = "False"
+            overrides["trainer.use_v1"] = "False"
+        elif _v(verl) >= (0, 8, 0):
+            overrides[f"{AR}.rollout.skip.enable"] = "False"
+        else:
+            overrides["trainer.use_legacy_worker_impl"] = "disable"
+    if rollout == "sglang" and (sglang is None or _v(sglang) >= (0, 5, 11)):
+        overrides[f"{AR}.rollout.engine_kwargs.sglang.msprobe_dump_config"] = "<config>"
+    elif rollout == "sglang":
+        env["MSPROBE_SGLANG_CONFIG"] = "<config>"
+    elif vllm_ascend is not None and _v(vllm_ascend) < (0, 13, 0):
+        overrides[f"{AR}.rollout.engine_kwargs.vllm.additional_config.dump_config"] = "<config>"
+    else:
+        overrides[f"{AR}.rollout.engine_kwargs.vllm.additional_config.dump_config_path"] = "<config>"
+    return overrides, env
+
+
+def check_received(call: Received, want: dict[str, str], want_env: dict[str, str], folder: Path) -> list[str]:
+    """The differences between what verl received and the spec's tables ("<config>": an absolute path
+    of an existing config file beside the new script)."""
+    final = call.final()
+    problems = []
+    for key, value in want.items():
+        got = final.get(key)
+        if value == "<config>":
+            if got is None or not os.path.isabs(got) or not os.path.isfile(got) or Path(got).parent != folder:
+                problems.append(f"{key}: {got!r} is not a config file beside the new script")
+        elif got != value:
+            problems.append(f"{key}: want {value!r}, got {got!r}")
+    for name, value in want_env.items():
+        got = call.env.get(name)
+        if value == "<config>":
+            if got is None or not os.path.isfile(got):
+                problems.append(f"env {name}: {got!r} is not a config file")
+        elif got != value:
+            problems.append(f"env {name}: want {value!r}, got {got!r}")
+    return problems
