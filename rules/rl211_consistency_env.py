@@ -12,6 +12,7 @@ from __future__ import annotations
 from rlpatch.lint.rule import Case, LintContext, LintRule
 from rlpatch.upstream.switches import DUMP_PHASES as PHASES
 from rlpatch.upstream.switches import TRUTHY, is_on
+
 _INFER = "+actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config.dump_config_path=d.json"
 _GOOD_ENV = ("export DUMP_ON=1\nexport PROMPTS_ONLY=1\nexport MSPROBE_ACTOR_CONFIG=actor.json\n"
              "export DUMP_PHASE=log_prob\nexport TORCHDYNAMO_DISABLE=1\n")
