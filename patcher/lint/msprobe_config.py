@@ -9,7 +9,7 @@ disagrees; a differential test asks msprobe for hundreds of generated configs):
 - RL503 a cross-field rule is broken;      - RL504 a path rule is broken;
 - RL505 W unknown keys, or a section for another task (msprobe ignores them silently);
 - RL506 W a `rank` list that no rank of the run is in (no output at all);
-- RL507 consistency mode needs `task: tensor` at level `L0` or `mix`.
+- RL507 consistency mode needs `task: tensor` (statistics: a warning) at level `L0` or `mix`.
 
 msprobe's quirks are followed on purpose: a falsy `task`/`level` means the default
 (`statistics`/`L1`), `data_mode: []` means `["all"]`, booleans count as integers in `slice` but not in
@@ -465,7 +465,12 @@ class _Checker:
     def run_expectations(self, config: dict[str, Any], effective: _Effective) -> Iterator[ConfigFinding]:
         yield from self.rank_coverage(config.get("rank"))
         if self.options.mode == "consistency":
-            if effective.task != "tensor":
+            if effective.task == "statistics":  # accepted by compare --consistent_check, at a cost
+                yield self.finding("RL507", "task statistics: msprobe compare --consistent_check compares only each "
+                                   "tensor's summary (max, min, mean, norm), not its elements, so small element-wise "
+                                   "differences go unseen; task tensor at level L0 matches best",
+                                   ("task",) if "task" in config else (), severity="warning")
+            elif effective.task != "tensor":
                 yield self.finding("RL507", "consistency comparison (msprobe compare --consistent_check) needs "
                                             f"task tensor, not {effective.task}", ("task",) if "task" in config else ())
             if effective.level not in ("L0", "mix"):
