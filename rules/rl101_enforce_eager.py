@@ -36,6 +36,12 @@ class EnforceEager(LintRule):
              expect=[(1, 12)], note="verl's default is False"),
         Case("EAGER=False\npython3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.enforce_eager=$EAGER\n",
              options={"mode": "consistency"}, expect=[(1, 7)]),
+        Case("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm \\\n"
+             "    '+actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config={dump_config_path:\"d.json\"}'\n",
+             expect=[(1, 12)], note="the dict form of the dump key (msprobe's docs) is the same key"),
+        Case("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=sglang \\\n"
+             "    '++actor_rollout_ref.rollout.engine_kwargs={sglang: {msprobe_dump_config: d.json}}'\n",
+             expect=[(1, 12)], note="any Hydra dict value is read as its keys"),
     ]
 
     def check(self, ctx: LintContext) -> None:

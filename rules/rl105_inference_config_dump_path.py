@@ -21,7 +21,13 @@ class InferenceConfigDumpPath(LintRule):
     summary = "the inference msprobe config.json must set dump_path"
 
     VALID = [Case(_RUN, files={"dump.json": '{"task": "statistics", "dump_path": "/tmp/d", "level": "mix"}\n'})]
-    INVALID = [Case(_RUN, files={"dump.json": '{"task": "statistics", "level": "mix"}\n'}, expect=[(3, 86)])]
+    INVALID = [
+        Case(_RUN, files={"dump.json": '{"task": "statistics", "level": "mix"}\n'}, expect=[(3, 86)]),
+        Case(_RUN.replace("+actor_rollout_ref", "'+actor_rollout_ref").replace(
+                 ".dump_config_path=dump.json", '={dump_config_path: "dump.json"}\''),
+             files={"dump.json": '{"task": "statistics", "level": "mix"}\n'}, expect=[(3, 89)],
+             note="a dict value is read as its keys: the finding points at the leaf's value"),
+    ]
 
     def check(self, ctx: LintContext) -> None:
         for _role, span, path, data, _text in msprobe_configs(ctx, ("inference",)):

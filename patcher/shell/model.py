@@ -16,6 +16,7 @@ from typing import Literal
 
 from rlpatch.shell import Arg, Launch, Span, Unknown
 from rlpatch.shell.defaults import ACTOR, AR, DEFAULTS, REF, ROLLOUT, Ref
+from rlpatch.shell.hydra_dict import Leaf, dict_leaves
 from rlpatch.shell.pieces import unknown_descs, word_text
 from rlpatch.upstream.versions import Version
 
@@ -41,10 +42,14 @@ class Override:
     key: str
     value: str | None  # None: no `=` (deletion `~key`) or unknown
     value_known: bool
+    # A leaf of a dict value (`key={a:1}` read as `key.a=1`): where its key and value are in the text.
+    leaf: Leaf | None = None
 
     @property
     def span(self) -> Span:
         """Where the override's text is written (an array element, a variable, or the token)."""
+        if self.leaf is not None:
+            return self.arg.sub_span(self.leaf.key_start, self.leaf.key_end)
         return self.arg.sub_span(0, len(self.prefix) + len(self.key))
 
     @property
@@ -53,21 +58,36 @@ class Override:
 
     @property
     def key_span(self) -> Span:
+        if self.leaf is not None:
+            return self.span
         return self.arg.sub_span(len(self.prefix), len(self.prefix) + len(self.key))
 
     @property
+    def _value_start(self) -> int:
+        return self.leaf.value_start if self.leaf is not None else len(self.prefix) + len(self.key) + 1
+
+    @property
     def value_span(self) -> Span:
-        start = len(self.prefix) + len(self.key) + 1
+        start = self._value_start
         pieces = self.arg.origins(start)
         text = self.arg.text
         if text is not None:
-            return self.arg.sub_span(start, len(text)) if start < len(text) else self.arg.span
+            end = self.leaf.value_end if self.leaf is not None else len(text)
+            return self.arg.sub_span(start, max(end, start + 1)) if start < len(text) else self.arg.span
         return pieces[-1].span if pieces else self.arg.span
+
+    def leaves(self) -> list["Override"]:
+        """A dict value's leaves as overrides of their own (`key={a:1,b:{c:2}}`: `key.a`, `key.b.c`)."""
+        if not self.value_known or self.value is None or "{" not in self.value:
+            return []
+        start = len(self.prefix) + len(self.key) + 1
+        return [Override(self.arg, self.text, self.prefix, f"{self.key}.{leaf.key}", leaf.value, True, leaf)
+                for leaf in dict_leaves(self.value, start) or ()]
 
     def related(self) -> tuple[Span, ...]:
         """Use sites that differ from where the value was written (for findings)."""
         spans = set()
-        for piece in self.arg.origins(len(self.prefix) + len(self.key) + 1):
+        for piece in self.arg.origins(self._value_start):
             spans.update(piece.chain)
             if piece.via is not None:
                 spans.add(piece.via)
@@ -260,7 +280,15 @@ class Run:
     def _refresh(self) -> None:
         """(Re)build the memos when the override list changed (it is built once, in from_launch)."""
         if self._memo_size != len(self.overrides):
-            self._memo_size, self._settings, self._last = len(self.overrides), {}, {o.key: o for o in self.overrides}
+            self._memo_size, self._settings, self._last = len(self.overrides), {}, {}
+            for override in self.overrides:
+                self._last[override.key] = override
+                for leaf in override.leaves():  # a dict value sets its leaves (Hydra merges it)
+                    self._last[leaf.key] = leaf
+
+    def effective_overrides(self) -> list[Override]:
+        """The overrides in order, each dict value followed by its leaves (`key.a` for `key={a:..}`)."""
+        return [item for override in self.overrides for item in (override, *override.leaves())]
 
     def last_override(self, key: str) -> Override | None:
         """The override that decides `key` (later overrides win, as in Hydra)."""
@@ -306,7 +334,7 @@ class Run:
 
     # ---- what the run is ----------------------------------------------------------------------
     def inference_dump_overrides(self) -> list[Override]:
-        return [o for o in self.overrides if o.key in INFERENCE_DUMP_KEYS and o.prefix != "~"]
+        return [o for o in self.effective_overrides() if o.key in INFERENCE_DUMP_KEYS and o.prefix != "~"]
 
     @property
     def training_tool(self) -> bool:
