@@ -42,6 +42,9 @@ class EnforceEager(LintRule):
         Case("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=sglang \\\n"
              "    '++actor_rollout_ref.rollout.engine_kwargs={sglang: {msprobe_dump_config: d.json}}'\n",
              expect=[(1, 12)], note="any Hydra dict value is read as its keys"),
+        Case("export MSPROBE_SGLANG_CONFIG_PREFILL=p.json MSPROBE_SGLANG_CONFIG_DECODE=d.json\n"
+             "python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=sglang\n",
+             expect=[(2, 12)], note="rlpatch's SGLang ModelRunner patch (SGLang < 0.5.11) reads its config from the env"),
     ]
 
     def check(self, ctx: LintContext) -> None:

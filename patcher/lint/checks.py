@@ -73,30 +73,20 @@ MSPROBE_CONFIG_KEY = "global_profiler.global_tool_config.precision_debugger.conf
 def msprobe_configs(ctx: LintContext, roles: tuple[str, ...] = ("training", "inference", "actor")) -> list[tuple]:
     """The msprobe config.json files this run references that can be read and parsed as a JSON object:
     (role, span of the reference, path, data, text). Roles: `training` (verl's precision_debugger
-    config_path), `inference` (the vLLM/SGLang dump key), `actor` (MSPROBE_ACTOR_CONFIG, consistency)."""
-    from rlpatch.shell.model import INFERENCE_DUMP_KEYS
+    config_path, when that tool is on), `inference` (the vLLM/SGLang dump key, or the SGLang patch's
+    `MSPROBE_SGLANG_CONFIG*`), `actor` (MSPROBE_ACTOR_CONFIG, consistency). The references are
+    `rlpatch.lint.msprobe_family.references`, the ones RL5xx reads."""
+    from rlpatch.lint.msprobe_family import references
 
     run = ctx.run
-    references: list[tuple[str, object, str | None]] = []
-    if "training" in roles and run.training_tool:
-        setting = run.setting(MSPROBE_CONFIG_KEY)
-        if setting.is_set and setting.known and not setting.is_null():
-            references.append(("training", setting.span, setting.value))
-    if "inference" in roles:
-        for key in INFERENCE_DUMP_KEYS:
-            setting = run.setting(key)
-            if setting.is_set and setting.known and not setting.is_null():
-                references.append(("inference", setting.span, setting.value))
-    if "actor" in roles and "MSPROBE_ACTOR_CONFIG" in run.env:
-        var = run.env["MSPROBE_ACTOR_CONFIG"]
-        if var.text:
-            references.append(("actor", var.span, var.text))
     found = []
-    for role, span, text in references:
-        if not text or not text.strip().endswith(".json"):
+    for reference in references(run):
+        if reference.role not in roles or (reference.role == "training" and not run.training_tool):
             continue
-        path = ctx.resolve_path(text.strip())
+        if not reference.text.endswith(".json"):
+            continue
+        path = ctx.resolve_path(reference.text)
         loaded = ctx.read_json(path)
         if loaded is not None and isinstance(loaded[0], dict):
-            found.append((role, span, path, loaded[0], loaded[1]))
+            found.append((reference.role, reference.span, path, loaded[0], loaded[1]))
     return found

@@ -16,7 +16,7 @@ from typing import Literal
 
 from rlpatch.shell import Arg, Launch, Span, Unknown
 from rlpatch.shell.defaults import ACTOR, AR, DEFAULTS, REF, ROLLOUT, Ref
-from rlpatch.shell.hydra_dict import Leaf, dict_leaves
+from rlpatch.shell.overrides import Override, parse_override, unquote
 from rlpatch.shell.pieces import unknown_descs, word_text
 from rlpatch.upstream.versions import Version
 
@@ -27,72 +27,12 @@ VLLM_DUMP_KEYS = (f"{ROLLOUT}.engine_kwargs.vllm.additional_config.dump_config_p
                   f"{ROLLOUT}.engine_kwargs.vllm.additional_config.dump_config")
 SGLANG_DUMP_KEYS = (f"{ROLLOUT}.engine_kwargs.sglang.msprobe_dump_config",)
 INFERENCE_DUMP_KEYS = VLLM_DUMP_KEYS + SGLANG_DUMP_KEYS
+# rlpatch's SGLang ModelRunner patch (SGLang < 0.5.11) reads its config from the environment
+# instead of a server argument; under PD disaggregation each side has its own variable.
+SGLANG_DUMP_ENV = ("MSPROBE_SGLANG_CONFIG", "MSPROBE_SGLANG_CONFIG_PREFILL", "MSPROBE_SGLANG_CONFIG_DECODE")
 CONSISTENCY_ENV = ("DUMP_ON", "PROMPTS_ONLY")
 TOOL_KEY = "global_profiler.tool"
 _KEY_RE = re.compile(r"[A-Za-z_][\w\-]*(?:[./@][\w\-]+)*|[\w\-]+(?:[./@][\w\-]+)*")
-
-
-@dataclass
-class Override:
-    """One Hydra argument: `[~|+|++]key[=value]`, with its positions."""
-
-    arg: Arg
-    text: str
-    prefix: str  # "", "+", "++" or "~"
-    key: str
-    value: str | None  # None: no `=` (deletion `~key`) or unknown
-    value_known: bool
-    # A leaf of a dict value (`key={a:1}` read as `key.a=1`): where its key and value are in the text.
-    leaf: Leaf | None = None
-
-    @property
-    def span(self) -> Span:
-        """Where the override's text is written (an array element, a variable, or the token)."""
-        if self.leaf is not None:
-            return self.arg.sub_span(self.leaf.key_start, self.leaf.key_end)
-        return self.arg.sub_span(0, len(self.prefix) + len(self.key))
-
-    @property
-    def used_at(self) -> Span:
-        return self.arg.span
-
-    @property
-    def key_span(self) -> Span:
-        if self.leaf is not None:
-            return self.span
-        return self.arg.sub_span(len(self.prefix), len(self.prefix) + len(self.key))
-
-    @property
-    def _value_start(self) -> int:
-        return self.leaf.value_start if self.leaf is not None else len(self.prefix) + len(self.key) + 1
-
-    @property
-    def value_span(self) -> Span:
-        start = self._value_start
-        pieces = self.arg.origins(start)
-        text = self.arg.text
-        if text is not None:
-            end = self.leaf.value_end if self.leaf is not None else len(text)
-            return self.arg.sub_span(start, max(end, start + 1)) if start < len(text) else self.arg.span
-        return pieces[-1].span if pieces else self.arg.span
-
-    def leaves(self) -> list["Override"]:
-        """A dict value's leaves as overrides of their own (`key={a:1,b:{c:2}}`: `key.a`, `key.b.c`)."""
-        if not self.value_known or self.value is None or "{" not in self.value:
-            return []
-        start = len(self.prefix) + len(self.key) + 1
-        return [Override(self.arg, self.text, self.prefix, f"{self.key}.{leaf.key}", leaf.value, True, leaf)
-                for leaf in dict_leaves(self.value, start) or ()]
-
-    def related(self) -> tuple[Span, ...]:
-        """Use sites that differ from where the value was written (for findings)."""
-        spans = set()
-        for piece in self.arg.origins(self._value_start):
-            spans.update(piece.chain)
-            if piece.via is not None:
-                spans.add(piece.via)
-        primary = self.value_span
-        return tuple(sorted(s for s in spans if s != primary and s.file != "<command line>"))
 
 
 @dataclass
@@ -160,36 +100,6 @@ class EnvVar:
     text: str | None
     span: Span
     how: str  # "export", "prefix", "--env"
-
-
-def unquote(text: str) -> str:
-    text = text.strip()
-    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
-        return text[1:-1]
-    return text
-
-
-def parse_override(arg: Arg) -> Override | None:
-    text = arg.text
-    key_text = text
-    if text is None:
-        # `key=$(...)`: the key is known even when the value is not.
-        known = ""
-        for piece in arg.word:
-            if piece.text is None:
-                break
-            known += piece.text
-        if "=" not in known:
-            return None
-        key_text = known
-    prefix = "~" if key_text.startswith("~") else "++" if key_text.startswith("++") else "+" if key_text.startswith("+") else ""
-    body = key_text[len(prefix):]
-    key, eq, value = body.partition("=")
-    if not key or (not eq and prefix != "~"):
-        return None
-    value_known = text is not None
-    return Override(arg, text if text is not None else arg.display, prefix, key,
-                    (value if eq else None) if value_known else None, value_known)
 
 
 @dataclass
@@ -340,21 +250,33 @@ class Run:
     def training_tool(self) -> bool:
         return self.setting(TOOL_KEY).value == "precision_debugger"
 
+    def sglang_dump_env(self) -> list[EnvVar]:
+        """The env vars of the SGLang patch route (`MSPROBE_SGLANG_CONFIG*`) this launch exports."""
+        return [self.env[name] for name in SGLANG_DUMP_ENV if name in self.env and self.env[name].text != ""]
+
     def env_set(self, name: str) -> bool:
         return name in self.env
+
+    def inference_dump_reason(self) -> str | None:
+        """What makes this run dump inference: the engine key, or the SGLang patch's env var."""
+        inference = self.inference_dump_overrides()
+        if inference:
+            return inference[0].key
+        env = self.sglang_dump_env()
+        return f"{env[0].name} in the env (rlpatch's SGLang ModelRunner patch)" if env else None
 
     def detected_mode(self) -> tuple[Mode, str]:
         """The dump mode and why (a `--mode` option wins)."""
         if self.forced_mode:
             return self.forced_mode, "--mode"
-        inference = self.inference_dump_overrides()
+        inference = self.inference_dump_reason()
         if inference and any(self.env_set(name) for name in CONSISTENCY_ENV):
             names = "+".join(n for n in CONSISTENCY_ENV if self.env_set(n))
-            return "consistency", f"{inference[0].key} with {names} in the env"
+            return "consistency", f"{inference} with {names} in the env"
         if self.training_tool:
             return "training", f"{TOOL_KEY}=precision_debugger"
         if inference:
-            return "inference", inference[0].key
+            return "inference", inference
         return "none", "no msprobe dump configured"
 
     @property
