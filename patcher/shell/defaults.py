@@ -39,6 +39,8 @@ DEFAULTS: dict[str, str | Ref] = {
     f"{ACTOR}.ppo_micro_batch_size_per_gpu": "null",
     f"{ACTOR}.use_dynamic_bsz": "False",
     f"{ACTOR}.ulysses_sequence_parallel_size": "1",
+    f"{ACTOR}.fsdp_config.ulysses_sequence_parallel_size": "1",
+    f"{REF}.fsdp_config.ulysses_sequence_parallel_size": "1",
     f"{ACTOR}.megatron.tensor_model_parallel_size": "1",
     f"{ACTOR}.megatron.pipeline_model_parallel_size": "1",
     f"{ACTOR}.megatron.expert_model_parallel_size": "1",
@@ -77,6 +79,12 @@ DEFAULTS: dict[str, str | Ref] = {
     "global_profiler.global_tool_config.precision_debugger.stages": "null",
     "model_engine": "null",
 }
+
+
+def ulysses_keys(role: str) -> tuple[str, str]:
+    """A role's two Ulysses SP keys: the old one, and `fsdp_config`'s (the one the engine workers read).
+    verl (0.7 to 0.9) copies the old value into `fsdp_config` only when the old one is > 1."""
+    return f"{role}.ulysses_sequence_parallel_size", f"{role}.fsdp_config.ulysses_sequence_parallel_size"
 
 
 def rollout_skip_key(version: Version) -> str:

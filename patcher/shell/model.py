@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from rlpatch.shell import Arg, Launch, Span, Unknown
-from rlpatch.shell.defaults import ACTOR, AR, DEFAULTS, REF, ROLLOUT, Ref
+from rlpatch.shell.defaults import ACTOR, AR, DEFAULTS, REF, ROLLOUT, Ref, ulysses_keys
 from rlpatch.shell.overrides import Override, parse_override, unquote
 from rlpatch.shell.pieces import unknown_descs, word_text
 from rlpatch.upstream.versions import Version
@@ -318,7 +318,7 @@ class Run:
             used += [self.setting(f"{ACTOR}.megatron.{n}_parallel_size") for n in
                      ("tensor_model", "pipeline_model", "context")]
         else:
-            used.append(self.setting(f"{ACTOR}.ulysses_sequence_parallel_size"))
+            used.append(self.ulysses_setting(ACTOR))
         world = self.world_size()
         divisors = [s.as_int() for s in used[2:]]
         if world is None or any(d is None or d <= 0 for d in divisors):
@@ -327,6 +327,16 @@ class Run:
         for divisor in divisors:
             product *= divisor  # type: ignore[operator]
         return (world // product if world % product == 0 else None), used
+
+    def ulysses_setting(self, role: str) -> Setting:
+        """The Ulysses SP size `role` (actor or ref) trains with: the old key when it is > 1 (verl
+        copies it into `fsdp_config` then), else `fsdp_config.ulysses_sequence_parallel_size`."""
+        old_key, new_key = ulysses_keys(role)
+        old = self.setting(old_key)
+        value = old.as_int()
+        if not old.known or (value is not None and value > 1):
+            return old
+        return self.setting(new_key)
 
     def env_reaches_workers(self) -> bool | None:
         """Whether env exported by the launching shell reaches every Ray worker (single node, no
@@ -341,6 +351,7 @@ class Run:
         f"{ROLLOUT}.tensor_model_parallel_size", f"{ROLLOUT}.data_parallel_size",
         f"{ROLLOUT}.pipeline_model_parallel_size", f"{ROLLOUT}.expert_parallel_size",
         f"{ACTOR}.ulysses_sequence_parallel_size", f"{REF}.ulysses_sequence_parallel_size",
+        f"{ACTOR}.fsdp_config.ulysses_sequence_parallel_size", f"{REF}.fsdp_config.ulysses_sequence_parallel_size",
         f"{ACTOR}.megatron.tensor_model_parallel_size", f"{ACTOR}.megatron.pipeline_model_parallel_size",
         f"{ACTOR}.megatron.expert_model_parallel_size", f"{ACTOR}.megatron.context_parallel_size",
         f"{REF}.megatron.tensor_model_parallel_size", f"{REF}.megatron.pipeline_model_parallel_size",
