@@ -8,7 +8,7 @@ the override.
 from __future__ import annotations
 
 from rlpatch.lint.rule import LintContext
-from rlpatch.shell.model import Setting
+from rlpatch.shell.model import Override, Setting
 
 
 def canonical(setting: Setting) -> str | None:
@@ -37,8 +37,27 @@ def expect_value(ctx: LintContext, key: str, want: str, why: str) -> bool:
     if canonical(setting) == want:
         return True
     spelled = {"true": "True", "false": "False"}.get(want, want)
-    ctx.report(f"{key} must be {spelled} ({why}); found {shown(setting)}", at=setting.span, related=setting.related())
+    overridden = _earlier_wanted(ctx, setting, want)
+    note = ""
+    related = list(setting.related())
+    if overridden is not None:
+        note = (f"; it overrides the earlier {overridden.key}={overridden.value} at line {overridden.value_span.line} "
+                "(the last value wins in Hydra)")
+        related.append(overridden.value_span)
+    ctx.report(f"{key} must be {spelled} ({why}); found {shown(setting)}{note}", at=setting.span, related=related)
     return False
+
+
+def _earlier_wanted(ctx: LintContext, setting: Setting, want: str) -> Override | None:
+    """An earlier override of the same key that had the wanted value, which the deciding one undoes."""
+    if setting.override is None:
+        return None
+    earlier = ctx.run.overrides_of(setting.key)[:-1]
+    for override in reversed(earlier):
+        if override.prefix != "~" and override.value_known and canonical(
+                Setting(setting.key, override.value, "override", override.value_span, override)) == want:
+            return override
+    return None
 
 
 def ints(ctx: LintContext, *keys: str) -> list[tuple[int, Setting]] | None:

@@ -196,6 +196,10 @@ class Run:
                 for leaf in override.leaves():  # a dict value sets its leaves (Hydra merges it)
                     self._last[leaf.key] = leaf
 
+    def overrides_of(self, key: str) -> list[Override]:
+        """Every override that sets `key`, in order (the last one decides; dict leaves included)."""
+        return [o for o in self.effective_overrides() if o.key == key]
+
     def effective_overrides(self) -> list[Override]:
         """The overrides in order, each dict value followed by its leaves (`key.a` for `key={a:..}`)."""
         return [item for override in self.overrides for item in (override, *override.leaves())]

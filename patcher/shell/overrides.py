@@ -56,6 +56,11 @@ class Override:
         if text is not None:
             end = self.leaf.value_end if self.leaf is not None else len(text)
             return self.arg.sub_span(start, max(end, start + 1)) if start < len(text) else self.arg.span
+        # An unknown value: point at the piece that cannot be known (`${HOME}`, `$(date)`), wherever
+        # it was written, not at the start of the word or the variable that carried it.
+        unknown = next((piece for piece in pieces if piece.text is None), None)
+        if unknown is not None:
+            return unknown.span
         return pieces[-1].span if pieces else self.arg.span
 
     def leaves(self) -> list["Override"]:
