@@ -32,3 +32,17 @@ def test_rl101_names_the_earlier_true_it_overrides(tmp_path: Path) -> None:
               "    actor_rollout_ref.rollout.enforce_eager=False\n")
     (message,) = messages(tmp_path, script, "RL101")
     assert "overrides the earlier actor_rollout_ref.rollout.enforce_eager=True at line 1" in message
+
+
+def test_one_finding_for_several_paths_reaching_the_launch_with_the_same_value(tmp_path: Path) -> None:
+    """Issue 10.9: `case` branches that set the same bad value give one finding, the paths noted."""
+    script = ('case "$BACKEND" in\n  a) EAGER=False; N=2 ;;\n  b) EAGER=False; N=4 ;;\n  *) exit 1 ;;\nesac\n'
+              "python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm \\\n"
+              f"    actor_rollout_ref.rollout.enforce_eager=$EAGER actor_rollout_ref.rollout.n=$N {DUMP}\n")
+    path = tmp_path / "run.sh"
+    path.write_text(script, encoding="utf-8")
+    result = lint_path(str(path), LintOptions(), select_rules(["RL101", "RL002"], None))
+    assert [(f.code, f.span.line) for f in result.findings] == [("RL101", 2)]  # the `*) exit` path is no launch
+    (finding,) = result.findings
+    assert "2 paths reach this launch with this value; also set at line 3" in finding.message
+    assert {(s.line, s.column) for s in finding.related} == {(3, 12), (7, 45)}

@@ -46,3 +46,23 @@ def test_later_overrides_win_over_a_dict_leaf_and_back(tmp_path: Path) -> None:
                             f"{ROLLOUT}.n=4 '{ROLLOUT}={{enforce_eager: False}}'\n")
     assert run.setting(f"{ROLLOUT}.n").as_int() == 4
     assert run.setting(f"{ROLLOUT}.enforce_eager").as_bool() is False
+
+
+def test_a_case_whose_catch_all_exits_is_not_a_launch(tmp_path: Path) -> None:
+    script = ('case "$BACKEND" in\n  fsdp) TP=2 ;;\n  megatron) TP=4 ;;\n  *) echo "unknown backend"; exit 1 ;;\n'
+              "esac\npython3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.tensor_model_parallel_size=$TP\n")
+    found = runs(tmp_path, script)
+    assert sorted(run.setting(f"{ROLLOUT}.tensor_model_parallel_size").value for run in found) == ["2", "4"]
+
+
+def test_exit_in_a_sourced_file_ends_the_path(tmp_path: Path) -> None:
+    (tmp_path / "common.sh").write_text('if [ "$SIZE" = big ]; then TP=8; else echo "unsupported"; exit 1; fi\n')
+    found = runs(tmp_path, 'source "$(dirname "$0")/common.sh"\n'
+                           "python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.tensor_model_parallel_size=$TP\n")
+    assert [run.setting(f"{ROLLOUT}.tensor_model_parallel_size").value for run in found] == ["8"]
+
+
+def test_exit_in_a_child_script_ends_only_the_child(tmp_path: Path) -> None:
+    (tmp_path / "check.sh").write_text("echo checking; exit 0\n")
+    found = runs(tmp_path, 'bash "$(dirname "$0")/check.sh"\npython3 -m verl.trainer.main_ppo trainer.nnodes=1\n')
+    assert len(found) == 1

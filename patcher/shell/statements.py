@@ -372,8 +372,11 @@ class Shell(ControlFlow):
         self.run.stack.append(path)
         try:
             shell.run_node(parsed.tree.root_node)
-        except (ScopeReturn, PathExit):
+        except ScopeReturn:
             pass
+        except PathExit:
+            if same_shell:  # `exit` in a sourced file ends the script that sourced it
+                raise
         finally:
             self.run.stack.pop()
         if same_shell:
