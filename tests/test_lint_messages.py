@@ -46,3 +46,14 @@ def test_one_finding_for_several_paths_reaching_the_launch_with_the_same_value(t
     (finding,) = result.findings
     assert "2 paths reach this launch with this value; also set at line 3" in finding.message
     assert {(s.line, s.column) for s in finding.related} == {(3, 12), (7, 45)}
+
+
+def test_the_wrapper_template_says_to_lint_the_original_with_its_overrides(tmp_path: Path) -> None:
+    """Issue 10.11: `sed ... "$ORIG" > "$TMP"; bash "$TMP" overrides` gives a whole, actionable RL001."""
+    script = ('ORIG=run_grpo.sh\nTMP=$(mktemp)\nsed "s/a/b/" "$ORIG" > "$TMP"\n'
+              'bash "$TMP" actor_rollout_ref.rollout.enforce_eager=True \\\n'
+              "    '+actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config.dump_config_path=/d/x y.json'\n")
+    (message,) = messages(tmp_path, script, "RL001")
+    assert "\n" not in message and "line 4 runs `bash $(mktemp)`" in message
+    assert ("`rlpatch lint ORIGINAL.sh -- actor_rollout_ref.rollout.enforce_eager=True "
+                            "'+actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config.dump_config_path=/d/x y.json'`") in message
