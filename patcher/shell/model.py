@@ -120,6 +120,7 @@ class Run:
     _memo_size: int = field(default=-1, repr=False)
     _settings: dict[str, Setting] = field(default_factory=dict, repr=False)
     _last: dict[str, Override] = field(default_factory=dict, repr=False)
+    _effective: list[Override] = field(default_factory=list, repr=False)
 
     # ---- construction ---------------------------------------------------------------------
     @classmethod
@@ -191,10 +192,10 @@ class Run:
         """(Re)build the memos when the override list changed (it is built once, in from_launch)."""
         if self._memo_size != len(self.overrides):
             self._memo_size, self._settings, self._last = len(self.overrides), {}, {}
-            for override in self.overrides:
+            # a dict value sets its leaves too (Hydra merges it): `key={a:1}` is also `key.a=1`
+            self._effective = [item for override in self.overrides for item in (override, *override.leaves())]
+            for override in self._effective:
                 self._last[override.key] = override
-                for leaf in override.leaves():  # a dict value sets its leaves (Hydra merges it)
-                    self._last[leaf.key] = leaf
 
     def overrides_of(self, key: str) -> list[Override]:
         """Every override that sets `key`, in order (the last one decides; dict leaves included)."""
@@ -202,7 +203,8 @@ class Run:
 
     def effective_overrides(self) -> list[Override]:
         """The overrides in order, each dict value followed by its leaves (`key.a` for `key={a:..}`)."""
-        return [item for override in self.overrides for item in (override, *override.leaves())]
+        self._refresh()
+        return self._effective
 
     def last_override(self, key: str) -> Override | None:
         """The override that decides `key` (later overrides win, as in Hydra)."""
