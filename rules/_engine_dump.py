@@ -11,9 +11,11 @@ import libcst as cst
 from libcst import matchers as m
 
 from rlpatch.patch.rule import Gate, Target, blank_line_before, parse_statements
+from rlpatch.upstream.switches import DUMP_PHASES, TRUTHY, py_tuple
 from rlpatch.upstream.versions import Version
 
-# Switches read at run time; spec section 1.
+# Switches read at run time; spec section 1. What counts as on (and the phases) is shared with the
+# linter's RL211 (rlpatch.upstream.switches).
 ENSURE_DEBUGGER = '''
 def _ensure_debugger(self, forward_only):
     """rlpatch (msprobe): whether this pass is dumped; creates the PrecisionDebugger on first use."""
@@ -22,10 +24,10 @@ def _ensure_debugger(self, forward_only):
     import json
     import os
 
-    if os.environ.get("DUMP_ON", "").strip().lower() not in ("1", "true", "yes", "on"):
+    if os.environ.get("DUMP_ON", "").strip().lower() not in {{truthy}}:
         return False
     phase = os.environ.get("DUMP_PHASE", "").strip() or "log_prob"
-    if phase not in ("log_prob", "update_actor", "all"):
+    if phase not in {{phases}}:
         raise ValueError(f"rlpatch: DUMP_PHASE={phase!r} is not one of log_prob, update_actor, all")
     if getattr(getattr(self, "engine_config", None), "forward_only", False):
         return False  # the reference engine is forward-only by config: never dumped
@@ -50,7 +52,7 @@ def _ensure_debugger(self, forward_only):
         os.makedirs(log_dir, exist_ok=True)
         self._update_actor_log = open(os.path.join(log_dir, "update_actor_log.jsonl"), "a", encoding="utf-8")
     return True
-'''
+'''.replace("{{truthy}}", py_tuple(TRUTHY)).replace("{{phases}}", py_tuple(DUMP_PHASES))
 
 LOG_UPDATE_ACTOR_STEP = '''
 def _log_update_actor_step(self, micro_batch):

@@ -10,10 +10,11 @@ from __future__ import annotations
 import libcst as cst
 
 from rlpatch.patch.rule import Gate, PatchRule, Target, parse_statements, since_gate
+from rlpatch.upstream.switches import env_is_on
 
-# The switch every consistency rule reads, spelled like the engine rules' DUMP_ON: 1/true/yes/on
-# mean on, anything else (unset included) off. The msprobe guide sets PROMPTS_ONLY=1.
-PROMPTS_ONLY_IS_ON = 'os.environ.get("PROMPTS_ONLY", "").strip().lower() in ("1", "true", "yes", "on")'
+# The switch every consistency rule reads, spelled like the engine rules' DUMP_ON: one truthy set
+# (rlpatch.upstream.switches, which RL211 reads too); anything else, unset included, is off.
+PROMPTS_ONLY_IS_ON = env_is_on("PROMPTS_ONLY")
 
 # The trimming, in the block of `{{batch}}` (a DataProto): the prompt part of input_ids,
 # attention_mask and position_ids (2-D, or 3-D for mrope: the sequence is the last dim), and zero

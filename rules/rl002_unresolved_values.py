@@ -24,6 +24,10 @@ class UnresolvedValues(LintRule):
     INVALID = [
         Case("python3 -m verl.trainer.main_ppo trainer.n_gpus_per_node=$(nproc)\n", expect=[(1, 58)]),
         Case("python3 -m verl.trainer.main_ppo \\\n    trainer.nnodes=$SLURM_NNODES\n", expect=[(2, 20)]),
+        Case("CKPT=/data/${USER}/ckpt\npython3 -m verl.trainer.main_ppo actor_rollout_ref.model.path=$CKPT/model\n",
+             expect=[(1, 12)], note="points at the unknown piece, where it was written, not after it"),
+        Case("STAMP=run-$(date +%s)\npython3 -m verl.trainer.main_ppo trainer.experiment_name=$STAMP\n",
+             expect=[(1, 11)]),
     ]
 
     def check_file(self, ctx: FileContext) -> None:

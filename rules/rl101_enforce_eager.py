@@ -36,6 +36,18 @@ class EnforceEager(LintRule):
              expect=[(1, 12)], note="verl's default is False"),
         Case("EAGER=False\npython3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.enforce_eager=$EAGER\n",
              options={"mode": "consistency"}, expect=[(1, 7)]),
+        Case("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm \\\n"
+             "    '+actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config={dump_config_path:\"d.json\"}'\n",
+             expect=[(1, 12)], note="the dict form of the dump key (msprobe's docs) is the same key"),
+        Case("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=sglang \\\n"
+             "    '++actor_rollout_ref.rollout.engine_kwargs={sglang: {msprobe_dump_config: d.json}}'\n",
+             expect=[(1, 12)], note="any Hydra dict value is read as its keys"),
+        Case("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.enforce_eager=True \\\n" + _VLLM +
+             "    actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.enforce_eager=False\n",
+             expect=[(3, 81)], note="the message names the earlier True that the last value undoes"),
+        Case("export MSPROBE_SGLANG_CONFIG_PREFILL=p.json MSPROBE_SGLANG_CONFIG_DECODE=d.json\n"
+             "python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=sglang\n",
+             expect=[(2, 12)], note="rlpatch's SGLang ModelRunner patch (SGLang < 0.5.11) reads its config from the env"),
     ]
 
     def check(self, ctx: LintContext) -> None:

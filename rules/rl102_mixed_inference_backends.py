@@ -4,7 +4,8 @@ verl passes `engine_kwargs.vllm` only to vLLM and `engine_kwargs.sglang` only to
 `dump_config_path` under `vllm` with `rollout.name=sglang` is silently dropped (no dump), and
 configuring both means one of them is dead. `rollout.name=vllm` goes with
 `engine_kwargs.vllm.additional_config.dump_config_path`, `sglang` with
-`engine_kwargs.sglang.msprobe_dump_config`.
+`engine_kwargs.sglang.msprobe_dump_config` (or, for SGLang < 0.5.11 with rlpatch's ModelRunner
+patch, `MSPROBE_SGLANG_CONFIG*` in the env, which a vLLM rollout never reads either).
 """
 
 from __future__ import annotations
@@ -28,12 +29,16 @@ class MixedInferenceBackends(LintRule):
         Case(f"python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm {_VLLM_KEY} {_SGLANG_KEY} \\\n"
              f"    ++{_SGLANG_KEY.lstrip('+').split('=')[0]}=null\n",
              note="a later null switches the other backend's dump off (what rlpatch gen writes)"),
+        Case("export MSPROBE_SGLANG_CONFIG=dump.json\npython3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=sglang\n"),
     ]
     INVALID = [
         Case(f"python3 -m verl.trainer.main_ppo \\\n    actor_rollout_ref.rollout.name=sglang \\\n    {_VLLM_KEY}\n",
              expect=[(3, 6)]),
         Case(f"python3 -m verl.trainer.main_ppo \\\n    actor_rollout_ref.rollout.name=vllm \\\n    {_VLLM_KEY} \\\n"
              f"    {_SGLANG_KEY}\n", expect=[(4, 6)]),
+        Case(f"export MSPROBE_SGLANG_CONFIG=dump.json\npython3 -m verl.trainer.main_ppo \\\n"
+             f"    actor_rollout_ref.rollout.name=vllm {_VLLM_KEY}\n", expect=[(1, 30)],
+             note="the SGLang patch's env var on a vLLM rollout"),
     ]
 
     def check(self, ctx: LintContext) -> None:
@@ -43,6 +48,11 @@ class MixedInferenceBackends(LintRule):
         if ctx.unresolved(name):
             return
         rollout = name.value
+        if rollout == "vllm":
+            for var in ctx.run.sglang_dump_env():
+                ctx.report(f"{var.name} is read only by rlpatch's SGLang ModelRunner patch, but "
+                           "actor_rollout_ref.rollout.name=vllm: that dump config is never read", at=var.span,
+                           related=[name.span])
         for override in dumps:
             backend = "sglang" if override.key in SGLANG_DUMP_KEYS else "vllm"
             if len(backends) > 1 and (backend != rollout or rollout not in backends):

@@ -27,6 +27,9 @@ class MsprobeLevelMix(LintRule):
     INVALID = [
         Case(_RUN, files={"dump.json": '{\n  "dump_path": "/tmp/d",\n  "level": "L1"\n}\n'}, expect=[(3, 3)]),
         Case(_RUN, files={"dump.json": '{"dump_path": "/tmp/d"}\n'}, expect=[(1, 1)]),
+        Case("export MSPROBE_SGLANG_CONFIG=dump.json\npython3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=sglang\n",
+             files={"dump.json": '{"dump_path": "/tmp/d", "level": "L1"}\n'}, expect=[(1, 25)],
+             note="the SGLang patch's config, named in the env"),
     ]
 
     def check(self, ctx: LintContext) -> None:

@@ -3,7 +3,8 @@
 `ppo_mini_batch_size * rollout.n / ppo_micro_batch_size_per_gpu / DP` is the number of
 micro-batches each training rank accumulates. With more than one, a training rank's forward
 covers a different slice of samples than any inference rank, so the dumps cannot be paired.
-DP is world / (TP * PP * CP) with Megatron and world / Ulysses SP with FSDP. The micro batch must
+DP is world / (TP * PP * CP) with Megatron and world / Ulysses SP with FSDP (SP as the engine
+workers read it: `fsdp_config.ulysses_sequence_parallel_size`, or the old key when it is > 1). The micro batch must
 be set explicitly (null means dynamic or derived sizes).
 """
 
@@ -32,6 +33,9 @@ class NoGradientAccumulation(LintRule):
     INVALID = [
         Case(_PY + f"    {ACTOR}.ppo_mini_batch_size=16 {ROLLOUT}.n=2 {MICRO}=2\n", options=_C, expect=[(2, 135)]),
         Case(_PY + f"    {ACTOR}.ppo_mini_batch_size=16\n", options=_C, expect=[(1, 12)]),
+        Case(_PY + f"    {ACTOR}.ppo_mini_batch_size=16 {ROLLOUT}.n=2 {MICRO}=4 \\\n"
+             f"    {ACTOR}.fsdp_config.ulysses_sequence_parallel_size=2\n", options=_C, expect=[(2, 135)],
+             note="FSDP DP = world / SP, with SP from fsdp_config (0.9): 8 / 2 = 4, so 16 * 2 / 4 / 4 = 2"),
     ]
 
     def check(self, ctx: LintContext) -> None:

@@ -10,8 +10,9 @@ training dump. `TORCHDYNAMO_DISABLE=1` is recommended (a compiled forward is not
 from __future__ import annotations
 
 from rlpatch.lint.rule import Case, LintContext, LintRule
+from rlpatch.upstream.switches import DUMP_PHASES as PHASES
+from rlpatch.upstream.switches import TRUTHY, is_on
 
-PHASES = ("log_prob", "update_actor", "all")
 _INFER = "+actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config.dump_config_path=d.json"
 _GOOD_ENV = ("export DUMP_ON=1\nexport PROMPTS_ONLY=1\nexport MSPROBE_ACTOR_CONFIG=actor.json\n"
              "export DUMP_PHASE=log_prob\nexport TORCHDYNAMO_DISABLE=1\n")
@@ -23,7 +24,11 @@ class ConsistencyEnv(LintRule):
     modes = frozenset({"consistency"})
     summary = "env: DUMP_ON=1, PROMPTS_ONLY=1, MSPROBE_ACTOR_CONFIG, DUMP_PHASE; TORCHDYNAMO_DISABLE=1 (W)"
 
-    VALID = [Case(_GOOD_ENV + f"python3 -m verl.trainer.main_ppo {_INFER}\n")]
+    VALID = [
+        Case(_GOOD_ENV + f"python3 -m verl.trainer.main_ppo {_INFER}\n"),
+        Case(_GOOD_ENV.replace("PROMPTS_ONLY=1", "PROMPTS_ONLY=true").replace("DUMP_ON=1", "DUMP_ON=Yes")
+             + f"python3 -m verl.trainer.main_ppo {_INFER}\n", note="the patch reads 1/true/yes/on as on"),
+    ]
     INVALID = [
         Case(_GOOD_ENV.replace("log_prob", "logprob") + f"python3 -m verl.trainer.main_ppo {_INFER}\n",
              expect=[(4, 19)]),
@@ -39,8 +44,9 @@ class ConsistencyEnv(LintRule):
             var = env.get(name)
             if var is None:
                 ctx.report(f"{name}=1 is not exported: the training side dumps nothing", at=entry)
-            elif var.text is not None and var.text != "1":
-                ctx.report(f"{name} must be 1, found {var.text!r}", at=var.span)
+            elif var.text is not None and not is_on(var.text):
+                ctx.report(f"{name} must be on (1, or one of {'/'.join(TRUTHY)}), found {var.text!r}: the patched "
+                           "code reads it as off", at=var.span)
         if "MSPROBE_ACTOR_CONFIG" not in env:
             ctx.report("MSPROBE_ACTOR_CONFIG is not exported: the training side has no msprobe config", at=entry)
         phase = env.get("DUMP_PHASE")

@@ -6,7 +6,9 @@ will run (`--verl-root`, `--verl-version`, or the verl installed for `--python`)
 the script's config name and group overrides, so keys removed in a release are caught too
 (`megatron.grad_offload` from 0.9.1, `trainer.use_legacy_worker_impl` from 0.8.0). Keys below the
 empty `engine_kwargs.vllm` / `.sglang` / `.trtllm` dicts need `+` (the inference dump key itself is
-RL103). The message suggests the nearest existing key.
+RL103). The message suggests the nearest existing key, or, for a key verl moved
+(`actor_rollout_ref.rollout.skip.enable` is `skip.rollout.enable` from 0.9.0), its spelling on
+this version (`rlpatch.shell.defaults.RENAMES`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ class UnknownConfigKey(LintRule):
              options=_OPTIONS),
         Case("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm trainer.nnodes=2 \\\n"
              "    +actor_rollout_ref.rollout.engine_kwargs.sglang.attention_backend=triton\n", options=_OPTIONS),
+        Case("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm skip.rollout.enable=False\n",
+             options=_OPTIONS),
     )
     INVALID = (
         Case("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm \\\n"
@@ -37,6 +41,9 @@ class UnknownConfigKey(LintRule):
         # the value is only known on the cluster, the misspelt key is wrong everywhere
         Case("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm \\\n"
              "    trainer.n_gpu_per_node=$(nproc)\n", options=_OPTIONS, expect=[(2, 5)]),
+        Case("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm \\\n"
+             "    actor_rollout_ref.rollout.skip.enable=False\n", options=_OPTIONS, expect=[(2, 5)],
+             note="moved in 0.9.0: the message names skip.rollout.enable"),
     )
 
     def check(self, ctx: LintContext) -> None:

@@ -2,7 +2,11 @@
 
 msprobe reads the file with `json.load` when `PrecisionDebugger` is built, inside a worker, after
 the model has been loaded; a trailing comma, a comment or a UTF-8 BOM ends the job there. The
-finding points at the line and column where the JSON decoder stops.
+finding points at the line and column where the JSON decoder stops. A config that does not
+exist is reported too (any dump config key or env var): an error when it should be beside the
+script (an absolute path inside the script's folder), a warning with the path the linter tried when
+it is relative (it resolves against each Ray worker's working directory) or may exist only on
+the cluster.
 """
 
 from __future__ import annotations
@@ -20,14 +24,21 @@ _RUN0 = (
 class MsprobeConfigUnreadable(LintRule):
     code = "RL501"
     severity = "error"
-    summary = "msprobe config.json is not JSON or cannot be read"
+    summary = "msprobe config.json is missing, not JSON or cannot be read"
 
     VALID = (
         Case(_RUN0, files={"msprobe.json": '{"task": "statistics", "level": "mix"}\n'}),
     )
     INVALID = (
         Case(_RUN0, files={"msprobe.json": '{\n  "task": "statistics",\n  "level": "mix",\n}\n'}, expect=[(4, 1)]),
+        Case(_RUN0, expect=[(3, 72)], note="relative and missing: a warning with the resolved path"),
+        Case('D=$(cd "$(dirname "$0")" && pwd)\nexport MSPROBE_SGLANG_CONFIG=$D/sglang.json\n'
+             "python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=sglang\n", expect=[(2, 30)],
+             note="absolute, in the script's own folder, missing: an error"),
+        Case("export MSPROBE_ACTOR_CONFIG=/cluster/only/actor.json\npython3 -m verl.trainer.main_ppo\n",
+             expect=[(1, 29)], note="may exist only on the cluster: a warning"),
     )
 
     def check(self, ctx: LintContext) -> None:
+        msprobe_family.report_missing(ctx)
         msprobe_family.report(ctx, self.code)

@@ -1,10 +1,12 @@
-"""RL605: a consistency run whose verl tree does not have rlpatch's engine patch.
+"""RL605: a run whose dump needs one of rlpatch's patches that the target tree does not have.
 
 The training side of a consistency dump comes from rlpatch's patch of verl's engine worker
 (`verl-engine-fsdp` / `verl-engine-megatron`). Without it the run trains normally and dumps
 nothing on the training side. The state comes from `rlpatch verify --format json --mode
 consistency` on the target tree (`--verl-root`, or the verl of `--python`); apply the patch with
-`rlpatch apply`.
+`rlpatch apply`. Likewise `MSPROBE_SGLANG_CONFIG` (and `_PREFILL`/`_DECODE`) is read only by
+rlpatch's SGLang ModelRunner patch (SGLang < 0.5.11): without it the rollout dumps nothing
+(`rlpatch verify --rules sglang-model-runner --sglang-root ...`, or the SGLang of `--python`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ _RUN0 = (
     "python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm \\\n"
     "    +actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config.dump_config_path=dump.json\n"
 )
+_SGLANG_RUN = "export MSPROBE_SGLANG_CONFIG=dump.json\npython3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=sglang\n"
+_UNPATCHED_SGLANG = versions_family.case_root("sglang_runner")
 _RUN1 = (
     "export DUMP_ON=1 PROMPTS_ONLY=1\n"
     "python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm \\\n"
@@ -26,17 +30,43 @@ _RUN1 = (
 class VerlNotPatched(LintRule):
     code = "RL605"
     severity = "error"
-    modes = frozenset({"consistency"})
-    summary = "consistency mode but the verl tree is not patched"
+    modes = frozenset({"consistency", "inference"})
+    summary = "the run needs an rlpatch patch (verl engine, SGLang ModelRunner) the target tree lacks"
 
     VALID = (
         Case(_RUN0, options={"verl_root": versions_family.case_root("verl_engine")}),
+        Case(_RUN0.replace("vllm", "sglang").replace("sglang.additional_config.dump_config_path", "sglang.msprobe_dump_config"),
+             options={"extra": {"sglang_root": _UNPATCHED_SGLANG}}, note="the native key needs no patch (RL601 checks the version)"),
     )
     INVALID = (
+        Case(_SGLANG_RUN, options={"extra": {"sglang_root": _UNPATCHED_SGLANG}}, expect=[(1, 30)]),
         Case(_RUN1, options={"verl_root": versions_family.case_root("verl_engine")}, expect=[(2, 12)]),
     )
 
     def check(self, ctx: LintContext) -> None:
+        if ctx.run.sglang_dump_env():
+            self.check_sglang(ctx)
+        if ctx.run.mode == "consistency":
+            self.check_verl(ctx)
+
+    def check_sglang(self, ctx: LintContext) -> None:
+        if not versions_family.target_given(ctx.options) and not versions_family.installed(ctx.options, "sglang").found:
+            return
+        reports, error = versions_family.verify_sglang_states(ctx)
+        var = ctx.run.sglang_dump_env()[0]
+        if error:
+            if versions_family.target_given(ctx.options):
+                ctx.report(f"cannot tell whether SGLang has rlpatch's ModelRunner patch (RL605 not checked): {error}",
+                           at=var.span, severity="info", code="RL002")
+            return
+        missing = [r for r in reports if r["id"] == versions_family.SGLANG_PATCH_RULE and r["state"] != "applied"]
+        if missing:
+            root = ctx.options.extra.get("sglang_root") or "ROOT"
+            ctx.report(f"{var.name} is read only by rlpatch's SGLang ModelRunner patch (SGLang < 0.5.11), which is "
+                       f"{missing[0]['state']} in the target SGLang ({missing[0]['message']}): the rollout dumps "
+                       f"nothing; run rlpatch apply --mode inference --sglang-root {root}", at=var.span)
+
+    def check_verl(self, ctx: LintContext) -> None:
         if not versions_family.target_given(ctx.options) and not versions_family.installed(ctx.options, "verl").found:
             return  # no verl to verify (and no subprocess spent on finding that out)
         backend = "megatron" if ctx.run.megatron else "fsdp"

@@ -120,6 +120,14 @@ def test_rollout_name_and_mode() -> None:
     assert ("RL306", 1) in codes(["actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.rollout.mode=sync"])
 
 
+def test_a_moved_key_is_told_its_new_spelling() -> None:
+    """Issue 10.6: not the nearest unrelated key, nor a `+`: the key verl moved it to (0.9.0)."""
+    records = [OverrideRecord.from_text(text) for text in
+               ["actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.rollout.skip.enable=False"]]
+    (problem,) = [p for p in lint_overrides(records, verl_root=MINI).problems if p.code == "RL302"]
+    assert "write 'skip.rollout.enable' here" in problem.message and "did you mean" not in problem.message
+
+
 def test_spans_point_inside_the_token() -> None:
     result = lint_overrides([OverrideRecord.from_text("data.train_files=~/x")], verl_root=MINI)
     (problem,) = [p for p in result.problems if p.code == "RL301"]

@@ -29,6 +29,7 @@ def repo(tmp_path: Path) -> Path:
     (tmp_path / ".git").mkdir()
     (tmp_path / "scripts").mkdir()
     (tmp_path / "scripts" / "bad.sh").write_text(BAD)
+    (tmp_path / "scripts" / "d.json").write_text('{"task": "statistics", "dump_path": "/tmp/d", "level": "mix"}\n')
     (tmp_path / "scripts" / "clean.sh").write_text("python3 -m verl.trainer.main_ppo trainer.nnodes=1\n")
     return tmp_path
 

@@ -77,3 +77,15 @@ def test_rule_fires_exactly_in_its_modes(rule_cls: type[LintRule], mode: str) ->
             assert sorted((f.span.line, f.span.column) for f in findings) == sorted(case.expect)
     else:
         assert findings == [], f"{rule_cls.code} fired in mode {mode}, which it does not cover"
+
+
+def test_every_rule_shows_different_bad_and_good_examples() -> None:
+    """`rlpatch rule CODE` shows a bad and a good example: the two must differ (issue 10.8)."""
+    same = []
+    for cls in rule_classes():
+        doc = cls.documentation()
+        if cls.INVALID and cls.VALID:
+            bad, _, good = doc.partition("\nBad:\n")[2].partition("\nGood:\n")
+            if bad.strip() == good.strip():
+                same.append(cls.code)
+    assert not same, same

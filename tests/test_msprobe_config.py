@@ -59,6 +59,15 @@ def test_mode_expectations() -> None:
     assert found('{"task": "tensor", "dump_path": "/d", "level": "L0"}', mode="consistency") == []
 
 
+def test_statistics_in_consistency_is_a_warning_that_says_what_is_lost() -> None:
+    findings = check_text('{"task": "statistics", "dump_path": "/d", "level": "mix"}', "c.json",
+                          Options(mode="consistency"))
+    assert [(f.code, f.severity) for f in findings] == [("RL507", "warning")]
+    assert "summary" in findings[0].message and "task tensor at level L0" in findings[0].message
+    other = check_text('{"task": "acc_check", "dump_path": "/d", "level": "mix"}', "c.json", Options(mode="consistency"))
+    assert [(f.code, f.severity) for f in other if f.code == "RL507"] == [("RL507", "error")]
+
+
 def test_rank_list_outside_the_run() -> None:
     text = '{"dump_path": "/d", "rank": [8, "9-10"]}'
     assert [c for c, *_ in found(text, world_size=8)] == ["RL506"]

@@ -52,3 +52,14 @@ def test_every_rule_has_cases():
         module = __import__(type(rule).__module__, fromlist=["VALID"])
         assert getattr(module, "VALID", None), f"{rule.id} has no VALID cases"
         assert getattr(module, "INVALID", None), f"{rule.id} has no INVALID cases"
+
+
+def test_every_rule_documents_different_good_and_bad_shapes():
+    """`rlpatch rule ID` shows the first VALID (good) and INVALID (bad) case: they must differ."""
+    same = []
+    for rule in RULES:
+        module = __import__(type(rule).__module__, fromlist=["VALID"])
+        good, bad = getattr(module, "VALID", [""])[0], getattr(module, "INVALID", [""])[0]
+        if textwrap.dedent(good).strip() == textwrap.dedent(bad).strip():
+            same.append(rule.id)
+    assert not same, same

@@ -122,6 +122,21 @@ def test_did_you_mean(verl: tuple[Version, Path], tmp_path: Path) -> None:
     assert "did you mean 'trainer.n_gpus_per_node'" in result.stdout
 
 
+def test_did_you_mean_knows_the_skip_rename(verl: tuple[Version, Path], tmp_path: Path) -> None:
+    """The rollout skip switch moved in 0.9.0: each side is told the spelling of its own version."""
+    version, root = verl
+    path = tmp_path / "run.sh"
+    for old, new in (("actor_rollout_ref.rollout.skip.enable", "skip.rollout.enable"),
+                     ("skip.rollout.enable", "actor_rollout_ref.rollout.skip.enable")):
+        path.write_text(f"{ENTRY} {NAME} {old}=False\n")
+        result = run_cli("lint", "--select", "RL302", "--verl-root", str(root), str(path))
+        exists_here = (version >= "0.9.0") == old.startswith("skip.") and version >= "0.8.0"
+        if exists_here:
+            assert result.exit_code == 0, result.stdout
+        elif version >= "0.8.0":
+            assert f"write '{new}' here" in result.stdout and "'+" not in result.stdout, result.stdout
+
+
 SINGLE_OVERRIDES = [
     "trainer.nnodes=2",
     "trainer.nnode=2",
@@ -136,6 +151,8 @@ SINGLE_OVERRIDES = [
     "actor_rollout_ref.rollout.engine_kwargs.vllm={a:1}",
     "actor_rollout_ref.actor.megatron.grad_offload=True",
     "trainer.use_legacy_worker_impl=disable",
+    "actor_rollout_ref.rollout.skip.enable=False",
+    "skip.rollout.enable=False",
     "~trainer.logger",
     "~trainer.resume_from_path",
     "trainer.logger=console,wandb",

@@ -199,8 +199,11 @@ def _write_and_lint(files: dict[str, str], new_path: str, script: str, lint_opti
     linter = registry.linter()
     if dry_run:
         with tempfile.TemporaryDirectory(prefix="rlpatch-gen-") as scratch:
-            moved = {os.path.join(scratch, os.path.relpath(path, os.path.dirname(os.path.abspath(new_path)))): text
-                     for path, text in files.items() if not os.path.relpath(path).startswith("..")}
+            folder = os.path.dirname(os.path.abspath(new_path))
+            # The configs beside the new script go beside its scratch copy (paths relative to the new
+            # script's folder, not to the current directory); the lint must find them there.
+            moved = {os.path.join(scratch, os.path.relpath(path, folder)): text
+                     for path, text in files.items() if not os.path.relpath(path, folder).startswith("..")}
             moved[os.path.join(scratch, os.path.basename(new_path))] = files[new_path]
             _write_all(moved, script)
             findings = _lint(linter, os.path.join(scratch, os.path.basename(new_path)), lint_options)

@@ -8,7 +8,7 @@ the override.
 from __future__ import annotations
 
 from rlpatch.lint.rule import LintContext
-from rlpatch.shell.model import Setting
+from rlpatch.shell.model import Override, Setting
 
 
 def canonical(setting: Setting) -> str | None:
@@ -37,8 +37,27 @@ def expect_value(ctx: LintContext, key: str, want: str, why: str) -> bool:
     if canonical(setting) == want:
         return True
     spelled = {"true": "True", "false": "False"}.get(want, want)
-    ctx.report(f"{key} must be {spelled} ({why}); found {shown(setting)}", at=setting.span, related=setting.related())
+    overridden = _earlier_wanted(ctx, setting, want)
+    note = ""
+    related = list(setting.related())
+    if overridden is not None:
+        note = (f"; it overrides the earlier {overridden.key}={overridden.value} at line {overridden.value_span.line} "
+                "(the last value wins in Hydra)")
+        related.append(overridden.value_span)
+    ctx.report(f"{key} must be {spelled} ({why}); found {shown(setting)}{note}", at=setting.span, related=related)
     return False
+
+
+def _earlier_wanted(ctx: LintContext, setting: Setting, want: str) -> Override | None:
+    """An earlier override of the same key that had the wanted value, which the deciding one undoes."""
+    if setting.override is None:
+        return None
+    earlier = ctx.run.overrides_of(setting.key)[:-1]
+    for override in reversed(earlier):
+        if override.prefix != "~" and override.value_known and canonical(
+                Setting(setting.key, override.value, "override", override.value_span, override)) == want:
+            return override
+    return None
 
 
 def ints(ctx: LintContext, *keys: str) -> list[tuple[int, Setting]] | None:
@@ -73,30 +92,20 @@ MSPROBE_CONFIG_KEY = "global_profiler.global_tool_config.precision_debugger.conf
 def msprobe_configs(ctx: LintContext, roles: tuple[str, ...] = ("training", "inference", "actor")) -> list[tuple]:
     """The msprobe config.json files this run references that can be read and parsed as a JSON object:
     (role, span of the reference, path, data, text). Roles: `training` (verl's precision_debugger
-    config_path), `inference` (the vLLM/SGLang dump key), `actor` (MSPROBE_ACTOR_CONFIG, consistency)."""
-    from rlpatch.shell.model import INFERENCE_DUMP_KEYS
+    config_path, when that tool is on), `inference` (the vLLM/SGLang dump key, or the SGLang patch's
+    `MSPROBE_SGLANG_CONFIG*`), `actor` (MSPROBE_ACTOR_CONFIG, consistency). The references are
+    `rlpatch.lint.msprobe_family.references`, the ones RL5xx reads."""
+    from rlpatch.lint.msprobe_family import references
 
     run = ctx.run
-    references: list[tuple[str, object, str | None]] = []
-    if "training" in roles and run.training_tool:
-        setting = run.setting(MSPROBE_CONFIG_KEY)
-        if setting.is_set and setting.known and not setting.is_null():
-            references.append(("training", setting.span, setting.value))
-    if "inference" in roles:
-        for key in INFERENCE_DUMP_KEYS:
-            setting = run.setting(key)
-            if setting.is_set and setting.known and not setting.is_null():
-                references.append(("inference", setting.span, setting.value))
-    if "actor" in roles and "MSPROBE_ACTOR_CONFIG" in run.env:
-        var = run.env["MSPROBE_ACTOR_CONFIG"]
-        if var.text:
-            references.append(("actor", var.span, var.text))
     found = []
-    for role, span, text in references:
-        if not text or not text.strip().endswith(".json"):
+    for reference in references(run):
+        if reference.role not in roles or (reference.role == "training" and not run.training_tool):
             continue
-        path = ctx.resolve_path(text.strip())
+        if not reference.text.endswith(".json"):
+            continue
+        path = ctx.resolve_path(reference.text)
         loaded = ctx.read_json(path)
         if loaded is not None and isinstance(loaded[0], dict):
-            found.append((role, span, path, loaded[0], loaded[1]))
+            found.append((reference.role, reference.span, path, loaded[0], loaded[1]))
     return found

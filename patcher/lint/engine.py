@@ -116,8 +116,37 @@ def lint_source(source: SourceFile, options: LintOptions, rules: list[LintRule])
     for rule in sorted(rules, key=lambda r: r.after_others):
         rule.check_file(FileContext(rule, source, evaluation, runs, options, findings, skipped))
     suppress = Suppressions.of(source, parsed)
-    unique = sorted({f for f in findings if not suppress.silences(f)}, key=Finding.sort_key)
+    unique = merge_paths({f for f in findings if not suppress.silences(f)})
     return FileResult(source.path, unique, runs, None, evaluation)
+
+
+def merge_paths(findings: set[Finding]) -> list[Finding]:
+    """One finding per problem, sorted. Several paths of a script often reach the same launch with
+    the same value set in different places (`case` branches, `if`/`else`): the same message, used
+    at the same positions, written at different ones. They become one finding at the first place,
+    with the others as related positions and named in the message."""
+    groups: dict[tuple, list[Finding]] = {}
+    alone: list[Finding] = []
+    for finding in findings:
+        if finding.related:
+            groups.setdefault((finding.code, finding.severity, finding.message, frozenset(finding.related)), []).append(finding)
+        else:
+            alone.append(finding)
+    for group in groups.values():
+        group.sort(key=Finding.sort_key)
+        first, others = group[0], group[1:]
+        if not others:
+            alone.append(first)
+            continue
+        lines = ", ".join(f"{_where(f.span, first.span)}" for f in others)
+        alone.append(Finding(first.code, first.severity,
+                             f"{first.message} ({len(group)} paths reach this launch with this value; also set at {lines})",
+                             first.span, tuple(first.related) + tuple(f.span for f in others)))
+    return sorted(alone, key=Finding.sort_key)
+
+
+def _where(span: Span, relative_to: Span) -> str:
+    return f"line {span.line}" if span.file == relative_to.file else f"{span.file}:{span.line}"
 
 
 def lint_path(path: str, options: LintOptions, rules: list[LintRule], stdin_text: bytes | None = None) -> FileResult:

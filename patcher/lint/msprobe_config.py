@@ -9,7 +9,7 @@ disagrees; a differential test asks msprobe for hundreds of generated configs):
 - RL503 a cross-field rule is broken;      - RL504 a path rule is broken;
 - RL505 W unknown keys, or a section for another task (msprobe ignores them silently);
 - RL506 W a `rank` list that no rank of the run is in (no output at all);
-- RL507 consistency mode needs `task: tensor` at level `L0` or `mix`.
+- RL507 consistency mode needs `task: tensor` (statistics: a warning) at level `L0` or `mix`.
 
 msprobe's quirks are followed on purpose: a falsy `task`/`level` means the default
 (`statistics`/`L1`), `data_mode: []` means `["all"]`, booleans count as integers in `slice` but not in

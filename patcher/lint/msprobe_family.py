@@ -76,6 +76,30 @@ def run_findings(ctx: LintContext) -> list[tuple[ConfigFinding, Reference]]:
     return results
 
 
+def report_missing(ctx: LintContext) -> None:
+    """A referenced config that is not on this machine (RL501). An error when it cannot be anywhere
+    else: an absolute path inside the script's own folder (script and configs travel together).
+    A warning otherwise, with the path the linter tried: a relative path resolves against each
+    Ray worker's working directory at run time, and an absolute one may exist only on the cluster."""
+    base = os.path.abspath(ctx.options.config_root or os.path.dirname(ctx.run.file) or ".")
+    for reference in references(ctx.run):
+        path = ctx.resolve_path(reference.text)
+        if os.path.isfile(path):
+            continue
+        what = f"{reference.what}={reference.text}"
+        if os.path.exists(path):
+            ctx.report(f"{what}: {path} is not a file", at=reference.span)
+        elif not os.path.isabs(reference.text):
+            ctx.report(f"{what}: no such file (looked for {path}); a relative path resolves against each Ray "
+                       "worker's working directory at run time: prefer an absolute path", at=reference.span,
+                       severity="warning")
+        elif os.path.commonpath([base, os.path.abspath(path)]) == base:
+            ctx.report(f"{what}: no such file ({path}, in the script's own folder)", at=reference.span)
+        else:
+            ctx.report(f"{what}: not on this machine ({path}); make sure it exists on every node of the cluster",
+                       at=reference.span, severity="warning")
+
+
 def report(ctx: LintContext, code: str) -> None:
     for finding, reference in run_findings(ctx):
         if finding.code == code:

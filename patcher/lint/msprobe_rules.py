@@ -151,7 +151,12 @@ class RuleChecks(ConfigWalker):
     def run_expectations(self, config: dict[str, Any], effective: Effective) -> Iterator[ConfigFinding]:
         yield from self.rank_coverage(config.get("rank"))
         if self.options.mode == "consistency":
-            if effective.task != "tensor":
+            if effective.task == "statistics":  # accepted by compare --consistent_check, at a cost
+                yield self.finding("RL507", "task statistics: msprobe compare --consistent_check compares only each "
+                                   "tensor's summary (max, min, mean, norm), not its elements, so small element-wise "
+                                   "differences go unseen; task tensor at level L0 matches best",
+                                   ("task",) if "task" in config else (), severity="warning")
+            elif effective.task != "tensor":
                 yield self.finding("RL507", "consistency comparison (msprobe compare --consistent_check) needs "
                                             f"task tensor, not {effective.task}", ("task",) if "task" in config else ())
             if effective.level not in ("L0", "mix"):

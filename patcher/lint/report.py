@@ -49,7 +49,7 @@ def report_full(results: list[FileResult], out: TextIO) -> None:
             width = max(1, (f.span.end_column - f.span.column) if f.span.end_line == f.span.line else len(text) - f.span.column + 1)
             out.write(f"  {f.span.line:>4} | {text}\n       | {' ' * (f.span.column - 1)}{'^' * width}\n")
         for span in f.related:
-            out.write(f"  note: used at {span.file}:{span.line}:{span.column}\n")
+            out.write(f"  note: see also {span.file}:{span.line}:{span.column}\n")
         out.write("\n")
     _summary(results, out)
 

@@ -224,10 +224,22 @@ class LintRule:
         modes = "all modes" if cls.modes == ALL_MODES else ", ".join(sorted(cls.modes))
         parts = [f"{cls.code} ({letter}, {modes}): {cls.summary}", "", doc]
         if cls.INVALID:
-            parts += ["", "Bad:", "", _indent(cls.INVALID[0].script)]
+            parts += ["", "Bad:", "", example_text(cls.INVALID[0])]
         if cls.VALID:
-            parts += ["", "Good:", "", _indent(cls.VALID[0].script)]
+            parts += ["", "Good:", "", example_text(cls.VALID[0])]
         return "\n".join(parts).rstrip() + "\n"
+
+
+def example_text(case: Case) -> str:
+    """A case as `rlpatch rule` shows it: the script, then the files beside it and the lint options
+    (a case often differs from its twin only in a config.json or in `--mode`)."""
+    parts = [_indent(case.script)]
+    for name, text in case.files.items():
+        parts += ["", f"    with {name}:", _indent(text)]
+    if case.options:
+        shown = ", ".join(f"{key}={value!r}" for key, value in case.options.items())
+        parts += ["", f"    linted with {shown}"]
+    return "\n".join(parts)
 
 
 def _indent(script: str) -> str:

@@ -22,6 +22,7 @@ from typing import Any
 from rlpatch.lint.schema_cache import read_json, schema_path, write_json_atomic
 from rlpatch.lint.schema_discovery import ConfigSource, SchemaUnavailable
 from rlpatch.lint.schema_grammar import ParsedOverride, SchemaProblem
+from rlpatch.shell.defaults import renamed_key
 from rlpatch.upstream.versions import Version
 
 MISSING = "???"  # OmegaConf's mandatory-value marker, kept as is in the snapshot
@@ -246,6 +247,12 @@ class Replay:
             return self._problem("RL302", index, item,
                                  f"'{parent_key}' is an empty dict in verl's config, so '{last}' does not exist: "
                                  f"write '+{item.text}' or '++{item.text}'")
+        moved = renamed_key(key, self.version)
+        if moved is not None and select(self.tree, moved[0]) is not _ABSENT:
+            spelling, rename = moved
+            return self._problem("RL302", index, item,
+                                 f"the verl config{self._version_note()} has no key '{key}': verl {rename.since} moved "
+                                 f"'{rename.old}' to '{rename.new}', so write '{spelling}' here")
         hint = _did_you_mean_key(self.tree, key)
         return self._problem("RL302", index, item,
                              f"the verl config{self._version_note()} has no key '{key}'{hint}; {advice}")

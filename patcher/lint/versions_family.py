@@ -21,6 +21,7 @@ from rlpatch.shell.model import Run, Setting
 from rlpatch.upstream.envprobe import Installed, probe, probe_root
 from rlpatch.upstream.versions import Version
 
+SGLANG_PATCH_RULE = "sglang-model-runner"  # the patch that reads MSPROBE_SGLANG_CONFIG (SGLang < 0.5.11)
 SGLANG_DUMP_KEY = "actor_rollout_ref.rollout.engine_kwargs.sglang.msprobe_dump_config"
 VLLM_DUMP_CONFIG = "actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config.dump_config"
 VLLM_DUMP_CONFIG_PATH = "actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config.dump_config_path"
@@ -98,10 +99,27 @@ def verify_states(ctx: LintContext, backend: str) -> tuple[list[dict[str, Any]],
         command += ["--verl-root", str(Path(options.verl_root).resolve())]
     elif options.extra.get("python"):
         command += ["--python", options.extra["python"]]
+    return _cached_verify(options, ("verify", backend), command)
+
+
+def verify_sglang_states(ctx: LintContext) -> tuple[list[dict[str, Any]], str | None]:
+    """(rule reports, error) of `rlpatch verify --mode inference` for the target SGLang (the
+    ModelRunner patch that reads MSPROBE_SGLANG_CONFIG)."""
+    options = ctx.options
+    command = [sys.executable, "-m", "rlpatch.cli", "verify", "--format", "json", "--rules", SGLANG_PATCH_RULE]
+    root = options.extra.get("sglang_root")
+    if root:
+        command += ["--sglang-root", str(Path(root).resolve())]
+    elif options.extra.get("python"):
+        command += ["--python", options.extra["python"]]
+    return _cached_verify(options, ("verify", "sglang"), command)
+
+
+def _cached_verify(options: LintOptions, key: tuple[str, str], command: list[str]) -> tuple[list[dict[str, Any]], str | None]:
     cache = _cache(options)
-    if ("verify", backend) not in cache:
-        cache[("verify", backend)] = _run_verify(command)
-    return cache[("verify", backend)]
+    if key not in cache:
+        cache[key] = _run_verify(command)
+    return cache[key]
 
 
 def _run_verify(command: list[str]) -> tuple[list[dict[str, Any]], str | None]:

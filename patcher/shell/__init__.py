@@ -6,7 +6,8 @@ statement (`statements`, `control`) over all its plausible paths (`evaluator`) a
 verl launches it makes (`launch`, `results`), with every argument's text and the source positions
 it came from. Nothing is ever executed: command
 substitutions are unknowns. `model.Run` turns one launch into the run verl will see (Hydra
-overrides, dump mode, backends, sizes, environment) with verl's defaults (`defaults`). The linter,
+overrides (`overrides`; a dict value read as its keys by `hydra_dict`), dump mode, backends, sizes, environment)
+with verl's defaults (`defaults`). The linter,
 `gen` and `dumps check` all read scripts through this one front end. It may import the upstream
 facts and `rlpatch.errors`, never a command wing.
 """

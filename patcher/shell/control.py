@@ -89,8 +89,10 @@ class ControlFlow:
         subject = word_text(self.expander.scalar(self.start(value_node), self.end(value_node))) if value_node else None
         items = [c for c in node.named_children if c.type == "case_item"]
         plausible = []
+        catch_all = False
         for item in items:
             patterns, body = self._case_item(item)
+            catch_all = catch_all or "*" in patterns
             if subject is None:
                 plausible.append(body)
                 continue
@@ -100,8 +102,8 @@ class ControlFlow:
             if any(fnmatch.fnmatchcase(subject, p) for p in patterns):  # type: ignore[arg-type]
                 plausible.append(body)
                 break
-        if subject is None:
-            plausible.append([])  # no pattern matched
+        if subject is None and not catch_all:
+            plausible.append([])  # no pattern matched (impossible with a `*)` item)
         if not plausible:
             return True
         choice = self.run.chooser.choose(len(plausible)) if len(plausible) > 1 else 0

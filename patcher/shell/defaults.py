@@ -39,6 +39,8 @@ DEFAULTS: dict[str, str | Ref] = {
     f"{ACTOR}.ppo_micro_batch_size_per_gpu": "null",
     f"{ACTOR}.use_dynamic_bsz": "False",
     f"{ACTOR}.ulysses_sequence_parallel_size": "1",
+    f"{ACTOR}.fsdp_config.ulysses_sequence_parallel_size": "1",
+    f"{REF}.fsdp_config.ulysses_sequence_parallel_size": "1",
     f"{ACTOR}.megatron.tensor_model_parallel_size": "1",
     f"{ACTOR}.megatron.pipeline_model_parallel_size": "1",
     f"{ACTOR}.megatron.expert_model_parallel_size": "1",
@@ -79,6 +81,48 @@ DEFAULTS: dict[str, str | Ref] = {
 }
 
 
+def ulysses_keys(role: str) -> tuple[str, str]:
+    """A role's two Ulysses SP keys: the old one, and `fsdp_config`'s (the one the engine workers read).
+    verl (0.7 to 0.9) copies the old value into `fsdp_config` only when the old one is > 1."""
+    return f"{role}.ulysses_sequence_parallel_size", f"{role}.fsdp_config.ulysses_sequence_parallel_size"
+
+
+@dataclass(frozen=True)
+class Rename:
+    """A config section verl moved: keys below `old` are below `new` from verl `since` on."""
+
+    old: str
+    new: str
+    since: str
+
+
+# Read from verl's generated configs: the rollout skip section left the rollout config in 0.9.0
+# (`actor_rollout_ref.rollout.skip.enable` became the top-level `skip.rollout.enable`).
+RENAMES: tuple[Rename, ...] = (
+    Rename(f"{ROLLOUT}.skip", "skip.rollout", "0.9.0"),
+)
+
+
+def _moved(key: str, old: str, new: str) -> str | None:
+    return new + key[len(old):] if key == old or key.startswith(old + ".") else None
+
+
+def renamed_key(key: str, version: Version | None) -> tuple[str, Rename] | None:
+    """The spelling of `key` on `version` when verl moved it (either way: an old key on a newer verl, a
+    new key on an older one), with the rename; None when the key was not moved. With an unknown
+    version both directions are offered (the caller checks which one exists)."""
+    for rename in RENAMES:
+        since = Version.parse(rename.since)
+        newer = _moved(key, rename.old, rename.new)
+        if newer is not None and (version is None or version >= since):
+            return newer, rename
+        older = _moved(key, rename.new, rename.old)
+        if older is not None and (version is None or version < since):
+            return older, rename
+    return None
+
+
 def rollout_skip_key(version: Version) -> str:
-    """The rollout-skip switch moved in 0.9.0."""
-    return "skip.rollout.enable" if version >= Version.parse("0.9.0") else f"{ROLLOUT}.skip.enable"
+    """The rollout-skip switch moved in 0.9.0 (see `RENAMES`)."""
+    moved = renamed_key(f"{ROLLOUT}.skip.enable", version)
+    return moved[0] if moved else f"{ROLLOUT}.skip.enable"

@@ -73,8 +73,8 @@ class PathRun:
     def launch(self, launch: Launch) -> None:
         self.launches.append(launch)
 
-    def unknown(self, what: str, span: Span) -> None:
-        self.unknowns.append(Unknown(what, span))
+    def unknown(self, what: str, span: Span, args: tuple[str, ...] = ()) -> None:
+        self.unknowns.append(Unknown(what, span, args))
 
     def resolve(self, target: str, from_file: str) -> str | None:
         return self.evaluator.resolve(target, from_file)

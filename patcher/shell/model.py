@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from rlpatch.shell import Arg, Launch, Span, Unknown
-from rlpatch.shell.defaults import ACTOR, AR, DEFAULTS, REF, ROLLOUT, Ref
+from rlpatch.shell.defaults import ACTOR, AR, DEFAULTS, REF, ROLLOUT, Ref, ulysses_keys
+from rlpatch.shell.overrides import Override, parse_override, unquote
 from rlpatch.shell.pieces import unknown_descs, word_text
 from rlpatch.upstream.versions import Version
 
@@ -26,53 +27,12 @@ VLLM_DUMP_KEYS = (f"{ROLLOUT}.engine_kwargs.vllm.additional_config.dump_config_p
                   f"{ROLLOUT}.engine_kwargs.vllm.additional_config.dump_config")
 SGLANG_DUMP_KEYS = (f"{ROLLOUT}.engine_kwargs.sglang.msprobe_dump_config",)
 INFERENCE_DUMP_KEYS = VLLM_DUMP_KEYS + SGLANG_DUMP_KEYS
+# rlpatch's SGLang ModelRunner patch (SGLang < 0.5.11) reads its config from the environment
+# instead of a server argument; under PD disaggregation each side has its own variable.
+SGLANG_DUMP_ENV = ("MSPROBE_SGLANG_CONFIG", "MSPROBE_SGLANG_CONFIG_PREFILL", "MSPROBE_SGLANG_CONFIG_DECODE")
 CONSISTENCY_ENV = ("DUMP_ON", "PROMPTS_ONLY")
 TOOL_KEY = "global_profiler.tool"
 _KEY_RE = re.compile(r"[A-Za-z_][\w\-]*(?:[./@][\w\-]+)*|[\w\-]+(?:[./@][\w\-]+)*")
-
-
-@dataclass
-class Override:
-    """One Hydra argument: `[~|+|++]key[=value]`, with its positions."""
-
-    arg: Arg
-    text: str
-    prefix: str  # "", "+", "++" or "~"
-    key: str
-    value: str | None  # None: no `=` (deletion `~key`) or unknown
-    value_known: bool
-
-    @property
-    def span(self) -> Span:
-        """Where the override's text is written (an array element, a variable, or the token)."""
-        return self.arg.sub_span(0, len(self.prefix) + len(self.key))
-
-    @property
-    def used_at(self) -> Span:
-        return self.arg.span
-
-    @property
-    def key_span(self) -> Span:
-        return self.arg.sub_span(len(self.prefix), len(self.prefix) + len(self.key))
-
-    @property
-    def value_span(self) -> Span:
-        start = len(self.prefix) + len(self.key) + 1
-        pieces = self.arg.origins(start)
-        text = self.arg.text
-        if text is not None:
-            return self.arg.sub_span(start, len(text)) if start < len(text) else self.arg.span
-        return pieces[-1].span if pieces else self.arg.span
-
-    def related(self) -> tuple[Span, ...]:
-        """Use sites that differ from where the value was written (for findings)."""
-        spans = set()
-        for piece in self.arg.origins(len(self.prefix) + len(self.key) + 1):
-            spans.update(piece.chain)
-            if piece.via is not None:
-                spans.add(piece.via)
-        primary = self.value_span
-        return tuple(sorted(s for s in spans if s != primary and s.file != "<command line>"))
 
 
 @dataclass
@@ -142,36 +102,6 @@ class EnvVar:
     how: str  # "export", "prefix", "--env"
 
 
-def unquote(text: str) -> str:
-    text = text.strip()
-    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
-        return text[1:-1]
-    return text
-
-
-def parse_override(arg: Arg) -> Override | None:
-    text = arg.text
-    key_text = text
-    if text is None:
-        # `key=$(...)`: the key is known even when the value is not.
-        known = ""
-        for piece in arg.word:
-            if piece.text is None:
-                break
-            known += piece.text
-        if "=" not in known:
-            return None
-        key_text = known
-    prefix = "~" if key_text.startswith("~") else "++" if key_text.startswith("++") else "+" if key_text.startswith("+") else ""
-    body = key_text[len(prefix):]
-    key, eq, value = body.partition("=")
-    if not key or (not eq and prefix != "~"):
-        return None
-    value_known = text is not None
-    return Override(arg, text if text is not None else arg.display, prefix, key,
-                    (value if eq else None) if value_known else None, value_known)
-
-
 @dataclass
 class Run:
     """One verl launch, resolved."""
@@ -190,6 +120,7 @@ class Run:
     _memo_size: int = field(default=-1, repr=False)
     _settings: dict[str, Setting] = field(default_factory=dict, repr=False)
     _last: dict[str, Override] = field(default_factory=dict, repr=False)
+    _effective: list[Override] = field(default_factory=list, repr=False)
 
     # ---- construction ---------------------------------------------------------------------
     @classmethod
@@ -260,7 +191,20 @@ class Run:
     def _refresh(self) -> None:
         """(Re)build the memos when the override list changed (it is built once, in from_launch)."""
         if self._memo_size != len(self.overrides):
-            self._memo_size, self._settings, self._last = len(self.overrides), {}, {o.key: o for o in self.overrides}
+            self._memo_size, self._settings, self._last = len(self.overrides), {}, {}
+            # a dict value sets its leaves too (Hydra merges it): `key={a:1}` is also `key.a=1`
+            self._effective = [item for override in self.overrides for item in (override, *override.leaves())]
+            for override in self._effective:
+                self._last[override.key] = override
+
+    def overrides_of(self, key: str) -> list[Override]:
+        """Every override that sets `key`, in order (the last one decides; dict leaves included)."""
+        return [o for o in self.effective_overrides() if o.key == key]
+
+    def effective_overrides(self) -> list[Override]:
+        """The overrides in order, each dict value followed by its leaves (`key.a` for `key={a:..}`)."""
+        self._refresh()
+        return self._effective
 
     def last_override(self, key: str) -> Override | None:
         """The override that decides `key` (later overrides win, as in Hydra)."""
@@ -306,7 +250,7 @@ class Run:
 
     # ---- what the run is ----------------------------------------------------------------------
     def inference_dump_overrides(self) -> list[Override]:
-        return [o for o in self.overrides if o.key in INFERENCE_DUMP_KEYS and o.prefix != "~"]
+        return [o for o in self.effective_overrides() if o.key in INFERENCE_DUMP_KEYS and o.prefix != "~"]
 
     def live_inference_dump_overrides(self) -> list[Override]:
         """The inference dump overrides whose key does not end up null (a later `key=null`, as
@@ -317,21 +261,34 @@ class Run:
     def training_tool(self) -> bool:
         return self.setting(TOOL_KEY).value == "precision_debugger"
 
+    def sglang_dump_env(self) -> list[EnvVar]:
+        """The env vars of the SGLang patch route (`MSPROBE_SGLANG_CONFIG*`) this launch exports."""
+        return [self.env[name] for name in SGLANG_DUMP_ENV if name in self.env and self.env[name].text != ""]
+
     def env_set(self, name: str) -> bool:
         return name in self.env
+
+    def inference_dump_reason(self) -> str | None:
+        """What makes this run dump inference: the engine key (unless a later override nulls it), or
+        the SGLang patch's env var."""
+        inference = self.live_inference_dump_overrides()
+        if inference:
+            return inference[0].key
+        env = self.sglang_dump_env()
+        return f"{env[0].name} in the env (rlpatch's SGLang ModelRunner patch)" if env else None
 
     def detected_mode(self) -> tuple[Mode, str]:
         """The dump mode and why (a `--mode` option wins)."""
         if self.forced_mode:
             return self.forced_mode, "--mode"
-        inference = self.live_inference_dump_overrides()
+        inference = self.inference_dump_reason()
         if inference and any(self.env_set(name) for name in CONSISTENCY_ENV):
             names = "+".join(n for n in CONSISTENCY_ENV if self.env_set(n))
-            return "consistency", f"{inference[0].key} with {names} in the env"
+            return "consistency", f"{inference} with {names} in the env"
         if self.training_tool:
             return "training", f"{TOOL_KEY}=precision_debugger"
         if inference:
-            return "inference", inference[0].key
+            return "inference", inference
         return "none", "no msprobe dump configured"
 
     @property
@@ -373,7 +330,7 @@ class Run:
             used += [self.setting(f"{ACTOR}.megatron.{n}_parallel_size") for n in
                      ("tensor_model", "pipeline_model", "context")]
         else:
-            used.append(self.setting(f"{ACTOR}.ulysses_sequence_parallel_size"))
+            used.append(self.ulysses_setting(ACTOR))
         world = self.world_size()
         divisors = [s.as_int() for s in used[2:]]
         if world is None or any(d is None or d <= 0 for d in divisors):
@@ -382,6 +339,16 @@ class Run:
         for divisor in divisors:
             product *= divisor  # type: ignore[operator]
         return (world // product if world % product == 0 else None), used
+
+    def ulysses_setting(self, role: str) -> Setting:
+        """The Ulysses SP size `role` (actor or ref) trains with: the old key when it is > 1 (verl
+        copies it into `fsdp_config` then), else `fsdp_config.ulysses_sequence_parallel_size`."""
+        old_key, new_key = ulysses_keys(role)
+        old = self.setting(old_key)
+        value = old.as_int()
+        if not old.known or (value is not None and value > 1):
+            return old
+        return self.setting(new_key)
 
     def env_reaches_workers(self) -> bool | None:
         """Whether env exported by the launching shell reaches every Ray worker (single node, no
@@ -396,6 +363,7 @@ class Run:
         f"{ROLLOUT}.tensor_model_parallel_size", f"{ROLLOUT}.data_parallel_size",
         f"{ROLLOUT}.pipeline_model_parallel_size", f"{ROLLOUT}.expert_parallel_size",
         f"{ACTOR}.ulysses_sequence_parallel_size", f"{REF}.ulysses_sequence_parallel_size",
+        f"{ACTOR}.fsdp_config.ulysses_sequence_parallel_size", f"{REF}.fsdp_config.ulysses_sequence_parallel_size",
         f"{ACTOR}.megatron.tensor_model_parallel_size", f"{ACTOR}.megatron.pipeline_model_parallel_size",
         f"{ACTOR}.megatron.expert_model_parallel_size", f"{ACTOR}.megatron.context_parallel_size",
         f"{REF}.megatron.tensor_model_parallel_size", f"{REF}.megatron.pipeline_model_parallel_size",

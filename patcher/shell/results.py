@@ -63,6 +63,7 @@ class Unknown:
 
     what: str
     span: Span
+    args: tuple[str, ...] = ()  # for a file that cannot be told (`bash "$TMP" a=1`): the arguments it gets
 
 
 @dataclass

@@ -349,7 +349,11 @@ class Shell(ControlFlow):
             return
         target = rest[0]
         if target.text is None:
-            self.run.unknown(f"cannot tell which file `{self.text(node)[:60]}` runs", target.span)
+            # Named by its own word, not a cut of the command text: the arguments it would get are
+            # kept apart (a wrapper's overrides, for "lint the original with -- overrides").
+            runner = "source" if same_shell else "bash"
+            self.run.unknown(f"cannot tell which file `{runner} {target.display}` runs", target.span,
+                             tuple(arg.display for arg in rest[1:]))
             return
         path = self.run.resolve(target.text, self.source.path)
         if path is None:
@@ -372,8 +376,11 @@ class Shell(ControlFlow):
         self.run.stack.append(path)
         try:
             shell.run_node(parsed.tree.root_node)
-        except (ScopeReturn, PathExit):
+        except ScopeReturn:
             pass
+        except PathExit:
+            if same_shell:  # `exit` in a sourced file ends the script that sourced it
+                raise
         finally:
             self.run.stack.pop()
         if same_shell:

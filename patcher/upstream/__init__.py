@@ -1,9 +1,10 @@
 """Upstream facts: what is installed where, and which version it is.
 
 Owns version parsing (`versions`), the released-wheel cache used by tests and `--verl-version`
-(`wheelcache`), locating installed packages without importing them (`envprobe`) and the tree a
-patch command acts on (`targets`: `Target`, `Package`, `imported_target`). Everything here is
-plain data about upstream trees; it imports nothing but the standard library and `rlpatch.errors`,
+(`wheelcache`), locating installed packages without importing them (`envprobe`), the tree a
+patch command acts on (`targets`: `Target`, `Package`, `imported_target`) and the run-time switches
+rlpatch's patches add to a tree (`switches`: read by the inserted code and by the linter
+alike). Everything here is plain data about upstream trees; it imports nothing but the standard library and `rlpatch.errors`,
 so every wing may depend on it.
 """
 
