@@ -19,6 +19,7 @@ from rlpatch.errors import EXIT_OK, EXIT_REFUSED, InputError, RefusedError
 from rlpatch.patch import transaction
 from rlpatch.patch.engine import RuleReport, Session, set_state
 from rlpatch.patch.rule import PatchRule, Target
+from rlpatch.upstream import trainers as verl_trainers
 from rlpatch.upstream.targets import OPTION_OF, imported_target, target_for_root
 
 # ---------------------------------------------------------------------------------------------
@@ -102,16 +103,17 @@ def print_reports(reports: Sequence[RuleReport], targets: Sequence[Target], outp
         payload = {"targets": []}
         for target in targets:
             state, not_applied = set_state([report for report in reports if report.target is target])
-            payload["targets"].append(
-                {
-                    "package": target.package,
-                    "root": target.root,
-                    "version": str(target.version) if target.version else None,
-                    "rules": [report.as_json() for report in reports if report.target is target],
-                    "state": state,  # of the selected set on this tree
-                    "not_applied": not_applied,  # files where the set is not (wholly) in place
-                }
-            )
+            entry = {
+                "package": target.package,
+                "root": target.root,
+                "version": str(target.version) if target.version else None,
+                "rules": [report.as_json() for report in reports if report.target is target],
+                "state": state,  # of the selected set on this tree
+                "not_applied": not_applied,  # files where the set is not (wholly) in place
+            }
+            if target.package == "verl" and entry["rules"]:  # for which trainer the selected set is complete
+                entry["trainers"] = [c.as_json() for c in _coverage(reports, target).values()]
+            payload["targets"].append(entry)
         click.echo(json.dumps(payload, indent=2))
         return
     for target in targets:
@@ -125,6 +127,13 @@ def print_reports(reports: Sequence[RuleReport], targets: Sequence[Target], outp
                 click.echo(f"    warning: {report.warning}")
         state, not_applied = set_state([report for report in reports if report.target is target])
         click.echo(f"  set: {state}" + (f"; not applied: {', '.join(not_applied)}" if not_applied else ""))
+        if target.package == "verl" and any(report.target is target for report in reports):
+            click.echo(f"  trainers: {verl_trainers.describe(_coverage(reports, target), target.version)}")
+
+
+def _coverage(reports: Sequence[RuleReport], target: Target) -> dict[str, verl_trainers.Coverage]:
+    own = [report.as_json() for report in reports if report.target is target]
+    return verl_trainers.coverage(own, target.version)
 
 
 def print_refusal(report: RuleReport) -> None:
@@ -331,6 +340,7 @@ def patch_rule_documentation(rule_id: str) -> str | None:
         f"{rule.id} ({rule.package}; {', '.join(sorted(rule.modes))}): {rule.summary()}",
         textwrap.dedent(module.__doc__ or "").strip(),
         f"Versions: {rule.versions}",
+        f"Runs under: {rule.trainer or 'not stated'}",
         "Files:\n" + "\n".join(f"    {path}" for path in rule.files),
     ]
     for title, cases in (("Good (patched)", getattr(module, "VALID", [])), ("Bad (refused: drifted anchor)", getattr(module, "INVALID", []))):
@@ -342,7 +352,7 @@ def patch_rule_documentation(rule_id: str) -> str | None:
 @click.command("rules")
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def rules_cmd(output_format: str) -> int:
-    """List the patch rules: id, package, modes, target files, versions, summary."""
+    """List the patch rules: id, package, modes, target files, versions, the trainer that runs them, summary."""
     rows = [
         {
             "id": rule.id,
@@ -350,6 +360,8 @@ def rules_cmd(output_format: str) -> int:
             "modes": sorted(rule.modes),
             "files": list(rule.files),
             "versions": rule.versions,
+            "trainer": rule.trainer,
+            "trainers": sorted(rule.trainers),
             "summary": rule.summary(),
         }
         for rule in registry.patch_rules()
@@ -360,6 +372,7 @@ def rules_cmd(output_format: str) -> int:
     for row in rows:
         click.echo(f"{row['id']}  [{row['package']}; {', '.join(row['modes'])}; {row['versions']}]")
         click.echo(f"    {row['summary']}")
+        click.echo(f"    runs under: {row['trainer'] or 'not stated'}")
         for path in row["files"]:
             click.echo(f"    {path}")
     return EXIT_OK
