@@ -99,8 +99,10 @@ def _prompts_only_inputs(self, data):
         return None
     for key in list(keys):
         value = data.get(key)
-        if getattr(value, "is_nested", False) and value.offsets().diff().tolist() == full_lens:
-            data[key] = self._prompts_only_resize(value, prompt_lens)
+        if getattr(value, "is_nested", False):
+            resized = self._prompts_only_resize(value, full_lens, prompt_lens)
+            if resized is not value:
+                data[key] = resized
     return prompt_lens, full_lens
 
 def _prompts_only_outputs(self, output, lengths):
@@ -113,25 +115,36 @@ def _prompts_only_outputs(self, output, lengths):
     prompt_lens, full_lens = lengths
     for key in list(output.keys()):
         value = output.get(key)
-        if getattr(value, "is_nested", False) and value.offsets().diff().tolist() == prompt_lens:
-            output[key] = self._prompts_only_resize(value, full_lens, keep=[n - 1 for n in prompt_lens])
+        if getattr(value, "is_nested", False):
+            resized = self._prompts_only_resize(value, prompt_lens, full_lens, keep=[n - 1 for n in prompt_lens])
+            if resized is not value:
+                output[key] = resized
     return output
 
 @staticmethod
-def _prompts_only_resize(value, lengths, keep=None):
-    """The nested tensor with each row cut (or zero-padded) to `lengths` along its ragged dim."""
+def _prompts_only_resize(value, match, lengths, keep=None):
+    """`value` with each row cut or zero-padded to `lengths` along its sequence dim, or `value` itself.
+
+    The sequence dim is the one whose size is `match` in every row (the ragged dim first: mrope's
+    `(4, seq)` rows of equal length come back from TransferQueue ragged along the 4).
+    """
     import torch
 
-    dim = getattr(value, "_ragged_idx", 1) - 1
-    rows = []
-    for index, row in enumerate(value.unbind()):
+    rows = value.unbind()
+    ragged = getattr(value, "_ragged_idx", 1) - 1
+    dims = [ragged] + [d for d in range(rows[0].dim()) if d != ragged] if rows else []
+    dim = next((d for d in dims if all(row.size(d) == n for row, n in zip(rows, match))), None)
+    if dim is None:
+        return value
+    resized_rows = []
+    for index, row in enumerate(rows):
         kept = min(row.size(dim), lengths[index] if keep is None else keep[index])
         shape = list(row.shape)
         shape[dim] = lengths[index]
         resized = row.new_zeros(shape)
         resized.narrow(dim, 0, kept).copy_(row.narrow(dim, 0, kept))
-        rows.append(resized)
-    return torch.nested.as_nested_tensor(rows, layout=torch.jagged)
+        resized_rows.append(resized)
+    return torch.nested.as_nested_tensor(resized_rows, layout=torch.jagged)
 '''
 
 VALID = [
