@@ -79,6 +79,7 @@ LINT_RULE_MODULES: tuple[str, ...] = (
     "rl604_both_vllm_dump_keys",
     "rl605_verl_not_patched",
     "rl606_legacy_worker_on_verl_07",
+    "rl607_trainer_not_covered",
 )
 
 

@@ -28,7 +28,6 @@ COMPATIBILITY = {
     "verl/workers/rollout/llm_server.py": ("vllm_request_id", 'extra_fields["request_id"]'),
     "verl/experimental/agent_loop/agent_loop.py": ("vllm_request_id", 'extra_fields["request_id"]'),
     "verl/workers/engine_workers.py": ("PROMPTS_ONLY", "compute_prompts_only", "_prompts_only_inputs"),
-    "verl/trainer/ppo/v1/agent_loop_tq.py": ('["request_id"]',),
 }
 V1_RULES = ("verl-prompts-only-v1", "verl-request-id-v1")
 

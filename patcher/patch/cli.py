@@ -132,7 +132,7 @@ def print_reports(reports: Sequence[RuleReport], targets: Sequence[Target], outp
 
 
 def _coverage(reports: Sequence[RuleReport], target: Target) -> dict[str, verl_trainers.Coverage]:
-    own = [report.as_json() for report in reports if report.target is target]
+    own = [{"id": r.rule.id, "state": r.state, "trainers": sorted(r.rule.trainers)} for r in reports if r.target is target]
     return verl_trainers.coverage(own, target.version)
 
 

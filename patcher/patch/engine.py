@@ -110,8 +110,6 @@ class RuleReport:
             "state": self.state,
             "files": [plan.relative for plan in self.files],
             "message": self.message,
-            "trainer": self.rule.trainer,  # who executes the patched code
-            "trainers": sorted(self.rule.trainers),  # rlpatch.upstream.trainers ids, for the coverage verdict
         }
 
 

@@ -349,6 +349,23 @@ class Run:
             return "megatron", f"--config-name {self.config_name}"
         return (strategy.value or "fsdp"), (f"{ACTOR}.strategy" if strategy.is_set else "default")
 
+    def trainer(self) -> tuple[str | None, str, Setting | None]:
+        """The verl trainer the launch runs (an id of rlpatch.upstream.trainers), why, and the
+        setting that decided it; the id is None when that setting is unknown."""
+        if self.launch.entry.rsplit(".", 1)[-1].removesuffix(".py").endswith("fully_async_main"):
+            return "fully-async", f"entry {self.launch.entry}", None
+        if self.version < "0.9.0":  # no v1 trainer (and no trainer.use_v1 key) before 0.9.0
+            legacy = self.setting("trainer.use_legacy_worker_impl")
+            if self.version.minor == (0, 7) and legacy.value != "disable":
+                return "v0", f"verl {self.version}; legacy workers ({legacy.describe()})", legacy
+            return "v0", f"verl {self.version} has no v1 trainer", None
+        use_v1 = self.setting("trainer.use_v1")
+        if not use_v1.is_set:
+            return "v1", f"trainer.use_v1 defaults to true on verl {self.version}", use_v1
+        if not use_v1.known:
+            return None, use_v1.describe(), use_v1
+        return ("v0" if use_v1.as_bool() is False else "v1"), use_v1.describe(), use_v1
+
     @property
     def megatron(self) -> bool:
         return self.train_backend_why()[0] == "megatron"
@@ -419,6 +436,8 @@ class Run:
             "rollout_backend": self.rollout_backend,
             "train_backend": backend,
             "train_backend_reason": backend_why,
+            "trainer": self.trainer()[0],
+            "trainer_reason": self.trainer()[1],
             "world_size": self.world_size(),
             "verl_version": str(self.version),
             "sizes": sizes,
