@@ -143,3 +143,33 @@ def test_drifted_v1_anchor_refuses_and_writes_nothing(verl_tree, path: str, old:
     assert result.exit_code == 1
     assert expected in result.stderr and path in result.stderr and "nothing was written" in result.stderr
     assert snapshot(tree) == before  # zero bytes written, every other rule's file included
+
+
+# ------------------------------------------------------------------------------------------------
+# Which trainer a launch selects (rlpatch detect)
+# ------------------------------------------------------------------------------------------------
+
+_LAUNCH = "python3 -m {entry} actor_rollout_ref.rollout.name=vllm{extra}\n"
+
+
+@pytest.mark.parametrize(
+    "entry,extra,version,expected",
+    [
+        ("verl.trainer.main_ppo", "", "0.9.1", ("v1", "trainer.use_v1 defaults to true on verl 0.9.1")),
+        ("verl.trainer.main_ppo", " trainer.use_v1=False", "0.9.0", ("v0", "trainer.use_v1=False")),
+        ("verl.trainer.main_ppo", " trainer.use_v1=$FLAG", "0.9.1", (None, "trainer.use_v1=<unknown>")),
+        ("verl.trainer.main_ppo", "", "0.8.0", ("v0", "verl 0.8.0 has no v1 trainer")),
+        ("verl.trainer.main_ppo", "", "0.7.1", ("v0", "verl 0.7.1; legacy workers (trainer.use_legacy_worker_impl")),
+        ("verl.experimental.fully_async_policy.fully_async_main", "", "0.9.1",
+         ("fully-async", "entry verl.experimental.fully_async_policy.fully_async_main")),
+    ],
+    ids=["0.9-default", "use_v1-false", "unknown", "0.8", "0.7-legacy", "fully-async"],
+)
+def test_detect_shows_the_trainer(tmp_path, entry: str, extra: str, version: str, expected: tuple) -> None:
+    script = tmp_path / "run.sh"
+    script.write_text(_LAUNCH.format(entry=entry, extra=extra))
+    result = run_cli("detect", "--format", "json", "--verl-version", version, str(script))
+    payload = json.loads(result.stdout)
+    assert payload["trainer"] == expected[0] and payload["trainer_reason"].startswith(expected[1])
+    text = run_cli("detect", "--verl-version", version, str(script)).stdout
+    assert "  trainer:         " in text

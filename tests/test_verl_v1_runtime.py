@@ -27,7 +27,7 @@ pytestmark = pytest.mark.runtime
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "verl_aux" / "v09"
 PROMPTS, RESPONSES = [3, 5], [4, 2]  # per-sample lengths
-FULL = [p + r for p, r in zip(PROMPTS, RESPONSES)]
+FULL = [p + r for p, r in zip(PROMPTS, RESPONSES, strict=True)]
 
 
 def _jagged(rows: list[Any]) -> Any:
@@ -96,7 +96,7 @@ def test_prompts_only_cuts_what_the_forward_sees_and_restores_the_output_shapes(
     assert [seen["position_ids"] for seen in engine.seen] == expected_positions
     # What goes back to TransferQueue keeps the full per-sample length the trainer slices with.
     assert _lengths(output["log_probs"]) == FULL and _lengths(output["entropy"]) == FULL
-    for row, prompt in zip(output["log_probs"].unbind(), PROMPTS):
+    for row, prompt in zip(output["log_probs"].unbind(), PROMPTS, strict=True):
         assert torch.all(row[: prompt - 1] < 0) and torch.all(row[prompt - 1:] == 0)
 
 
