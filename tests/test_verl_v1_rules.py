@@ -173,3 +173,25 @@ def test_detect_shows_the_trainer(tmp_path, entry: str, extra: str, version: str
     assert payload["trainer"] == expected[0] and payload["trainer_reason"].startswith(expected[1])
     text = run_cli("detect", "--verl-version", version, str(script)).stdout
     assert "  trainer:         " in text
+
+
+@pytest.mark.upstream
+def test_lint_requires_a_covered_trainer_on_a_real_release(verl_tree, tmp_path) -> None:
+    tree = verl_tree("0.9.1")
+    assert run_cli("apply", "--verl-root", str(tree), "--rules", OLD_SET).exit_code == 0
+    script = tmp_path / "run.sh"
+    launch = ("export DUMP_ON=1 PROMPTS_ONLY=1\npython3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm "
+              "+actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config.dump_config_path=d.json{}\n")
+
+    def findings(extra: str) -> list[str]:
+        script.write_text(launch.format(extra))
+        result = run_cli("lint", "--format", "json", "--select", "RL605,RL607", "--verl-root", str(tree), str(script))
+        return [f"{finding['code']}: {finding['message']}" for finding in json.loads(result.stdout)]
+
+    default = findings("")
+    assert [finding[:5] for finding in default] == ["RL605", "RL607"]
+    assert "v1 PPOTrainer (trainer.use_v1 defaults to true on verl 0.9.1)" in default[1]
+    assert "or select the covered RayPPOTrainer with trainer.use_v1=False" in default[1]
+    assert findings(" trainer.use_v1=False") == []  # the RayPPOTrainer is covered: neither rule fires
+    assert run_cli("apply", "--verl-root", str(tree), "--mode", "consistency").exit_code == 0
+    assert findings("") == []
