@@ -8,6 +8,7 @@ tests/test_cli_consistency.py; this file adds what is particular to the v1 train
 from __future__ import annotations
 
 import json
+import re
 
 import libcst as cst
 import pytest
@@ -99,6 +100,8 @@ def test_the_old_set_is_not_complete_for_the_default_trainer(verl_tree, version:
     text = run_cli("status", *root, "--mode", "consistency").stdout
     assert "trainers: complete for RayPPOTrainer.fit, FullyAsyncTrainer; not for v1 PPOTrainer (default): " \
            "verl-prompts-only-v1 (absent), verl-request-id-v1 (absent)" in text
+    assert re.search(r"verl-prompts-only-v1 +absent +\[v1 PPOTrainer\] +verl/workers/engine_workers.py", text)
+    assert re.search(r"verl-debug-metrics +applied +\[every trainer\]", text)
 
     assert run_cli("apply", *root, "--mode", "consistency").exit_code == 0
     after = _json("verify", *root, "--mode", "consistency")

@@ -121,6 +121,8 @@ def print_reports(reports: Sequence[RuleReport], targets: Sequence[Target], outp
         for report in (r for r in reports if r.target is target):
             files = ", ".join(plan.relative for plan in report.files)
             line = f"  {report.rule.id:<28} {report.state:<15}"
+            if target.package == "verl":  # which trainer runs the rule's code
+                line += f" {_runs_under(report.rule):<18}"
             extra = report.message if report.message not in ("", "applied", "not applied", report.state) else ""
             click.echo(line + (f" {files}" if files else "") + (f"  [{extra}]" if extra else ""))
             if report.warning:
@@ -129,6 +131,13 @@ def print_reports(reports: Sequence[RuleReport], targets: Sequence[Target], outp
         click.echo(f"  set: {state}" + (f"; not applied: {', '.join(not_applied)}" if not_applied else ""))
         if target.package == "verl" and any(report.target is target for report in reports):
             click.echo(f"  trainers: {verl_trainers.describe(_coverage(reports, target), target.version)}")
+
+
+def _runs_under(rule: PatchRule) -> str:
+    if rule.trainers == verl_trainers.ALL_TRAINERS:
+        return "[every trainer]"
+    short = {"v0": "RayPPOTrainer", "v1": "v1 PPOTrainer", "fully-async": "FullyAsync"}
+    return "[" + ", ".join(short.get(t, t) for t in sorted(rule.trainers, reverse=True)) + "]" if rule.trainers else ""
 
 
 def _coverage(reports: Sequence[RuleReport], target: Target) -> dict[str, verl_trainers.Coverage]:
