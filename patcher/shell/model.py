@@ -364,7 +364,8 @@ class Run:
             return "v1", f"trainer.use_v1 defaults to true on verl {self.version}", use_v1
         if not use_v1.known:
             return None, use_v1.describe(), use_v1
-        return ("v0" if use_v1.as_bool() is False else "v1"), use_v1.describe(), use_v1
+        off = (use_v1.value or "").strip().lower() in ("false", "no", "off", "0", "null")  # `if use_v1:` in main_ppo
+        return ("v0" if off else "v1"), use_v1.describe(), use_v1
 
     @property
     def megatron(self) -> bool:
@@ -421,6 +422,7 @@ class Run:
         """The `rlpatch detect` object for this run (the JSON contract of issue 5)."""
         mode, why = self.detected_mode()
         backend, backend_why = self.train_backend_why()
+        trainer, trainer_why, _ = self.trainer()
         sizes = {}
         for key in self.SIZE_KEYS:
             if self.megatron is False and ".megatron." in key:
@@ -436,8 +438,8 @@ class Run:
             "rollout_backend": self.rollout_backend,
             "train_backend": backend,
             "train_backend_reason": backend_why,
-            "trainer": self.trainer()[0],
-            "trainer_reason": self.trainer()[1],
+            "trainer": trainer,
+            "trainer_reason": trainer_why,
             "world_size": self.world_size(),
             "verl_version": str(self.version),
             "sizes": sizes,
