@@ -132,8 +132,10 @@ def test_no_v1_trainer_in_0_8_0(verl_tree) -> None:
          "ActorRolloutRefWorker.compute_log_prob: expected exactly one `output = self.actor.infer_batch(data)`"),
         (AGENT_LOOP_TQ, "class AgentLoopWorkerTQ(", "class AgentLoopWorkerKV(",
          "expected exactly one top-level class AgentLoopWorkerTQ"),
+        ("verl/trainer/ppo/padding_utils.py", "def upsample_batch_to_divisible_size(", "def upsample_batch(",
+         "expected exactly one top-level function upsample_batch_to_divisible_size"),
     ],
-    ids=["method-renamed", "call-renamed", "class-renamed"],
+    ids=["method-renamed", "call-renamed", "class-renamed", "function-renamed"],
 )
 def test_drifted_v1_anchor_refuses_and_writes_nothing(verl_tree, path: str, old: str, new: str, expected: str) -> None:
     tree = verl_tree("0.9.1")
