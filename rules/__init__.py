@@ -16,10 +16,12 @@ PATCH_RULE_MODULES: tuple[str, ...] = (
     "verl_engine_megatron",
     "verl_prompts_only",
     "verl_prompts_only_async",
+    "verl_prompts_only_v1",
     "verl_debug_metrics",
     "verl_rollout_corr",
     "verl_request_id",
     "verl_request_id_async",
+    "verl_request_id_v1",
     "sglang_model_runner",
     "vllm_ascend_dispatch_logger",
 )
@@ -77,6 +79,7 @@ LINT_RULE_MODULES: tuple[str, ...] = (
     "rl604_both_vllm_dump_keys",
     "rl605_verl_not_patched",
     "rl606_legacy_worker_on_verl_07",
+    "rl607_trainer_not_covered",
 )
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from rlpatch.patch.rule import Gate, PatchRule, Target, parse_statements, since_gate
+from rlpatch.patch.rule import Gate, PatchRule, Target, parse_statements, read_tree_file, since_gate
 from rlpatch.upstream.switches import env_is_on
 
 # The switch every consistency rule reads, spelled like the engine rules' DUMP_ON: one truthy set
@@ -52,3 +52,20 @@ class VerlConsistencyRule(PatchRule):
 
     def gate(self, target: Target) -> Gate:
         return since_gate(target, self.since, self.before_since)
+
+
+V1_TRAINER = "verl/trainer/ppo/v1/trainer_base.py"
+
+
+class VerlV1Rule(VerlConsistencyRule):
+    """Base of the rules for the v1 trainer's own code path (verl 0.9.0+, `trainer.use_v1=True`)."""
+
+    trainers = frozenset({"v1"})
+    since = "0.9.0"
+    before_since = "no v1 trainer in this release (verl/trainer/ppo/v1/ ships from 0.9.0)"
+
+    def gate(self, target: Target) -> Gate:
+        # A tree of unknown version goes by structure: without the v1 trainer there is nothing to serve.
+        if target.version is None and not read_tree_file(target.root, V1_TRAINER):
+            return Gate("not-applicable", f"verl {target.version_text}: no {V1_TRAINER} in this tree (no v1 trainer)")
+        return super().gate(target)

@@ -7,6 +7,8 @@ consistency` on the target tree (`--verl-root`, or the verl of `--python`); appl
 `rlpatch apply`. Likewise `MSPROBE_SGLANG_CONFIG` (and `_PREFILL`/`_DECODE`) is read only by
 rlpatch's SGLang ModelRunner patch (SGLang < 0.5.11): without it the rollout dumps nothing
 (`rlpatch verify --rules sglang-model-runner --sglang-root ...`, or the SGLang of `--python`).
+Only rules that run under the trainer the launch selects count (a v0-only tree is
+not "unpatched" for a `trainer.use_v1=False` run); whether that trainer is covered is RL607's.
 """
 
 from __future__ import annotations
@@ -76,6 +78,11 @@ class VerlNotPatched(LintRule):
                        severity="info", code="RL002")
             return
         missing = [f"{r['id']} ({r['state']})" for r in reports if r["state"] not in ("applied", "not-applicable")]
+        # Rules only another trainer runs are not this run's concern (whether its own is covered is RL607's).
+        trainer = ctx.run.trainer()[0]
+        verdict = {entry["trainer"]: entry for entry in versions_family.verify_trainers(ctx, backend)[0]}
+        if trainer in verdict and verdict[trainer]["state"] != "absent":
+            missing = [rule for rule in missing if rule in verdict[trainer]["missing"]]
         if missing:
             ctx.report(f"consistency run, but rlpatch verify finds {len(missing)} consistency patch rule(s) not in "
                        f"place in the target verl: {', '.join(missing)}; the dumps will not line up: run "

@@ -22,6 +22,8 @@ by the environment instead of a server argument:
   `return`s and has no `forward_pass_id`: there the body is wrapped in `try/finally`.
 
 From 0.5.11 on the rule is not applicable: pass the native server argument instead.
+
+Trainer: none; the SGLang inference server (the rollout side) runs this code under every trainer.
 """
 
 from __future__ import annotations
@@ -226,6 +228,7 @@ class SglangModelRunner(PatchRule):
     files = (MODEL_RUNNER,)
     modes = frozenset({"inference"})
     versions = "0.4.3.post4 .. 0.5.10.post1 (native from 0.5.11)"
+    trainer = "SGLang inference server (rollout), not a trainer"
     markers = ("msprobe_debugger", "init_msprobe", "MSPROBE_SGLANG_CONFIG")
 
     def gate(self, target: Target) -> Gate:

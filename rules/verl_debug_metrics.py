@@ -10,6 +10,9 @@ Spec: patches.md section 4 (debug-metrics skip). Anchor: the docstring of the to
 `calculate_debug_metrics` in `verl/utils/debug/metrics.py` (verl 0.6.0 to 0.9.1); the code goes right
 after it. The module has no `import os`: the inserted code imports it first thing in the function
 (bound before any use, so it cannot shadow a later use) and uses the module's `logger`.
+
+Trainer: every trainer calls this function after recomputing log-probs (`RayPPOTrainer`, the v1
+`PPOTrainer._compute_old_log_prob`, `FullyAsyncTrainer`), so the one patch serves them all.
 """
 
 from __future__ import annotations
@@ -62,6 +65,8 @@ class VerlDebugMetrics(VerlConsistencyRule):
     id = "verl-debug-metrics"
     files = ("verl/utils/debug/metrics.py",)
     versions = "0.7.0+ (anchor also in 0.6.x)"
+    trainer = "every trainer: RayPPOTrainer.fit, v1 PPOTrainer._compute_old_log_prob, FullyAsyncTrainer"
+    trainers = frozenset({"v0", "v1", "fully-async"})
     markers = ("PROMPTS_ONLY",)
 
     def insertions(self, path: str, module: cst.Module) -> list[Insertion]:

@@ -16,6 +16,9 @@ What it inserts into `verl/workers/engine/fsdp/transformer_impl.py`:
 Switches at run time: `DUMP_ON=1`, `DUMP_PHASE=log_prob|update_actor|all`,
 `MSPROBE_ACTOR_CONFIG=/path/config.json`. Nothing changes while `DUMP_ON` is unset, and msprobe
 is then never imported. The VeOmni engine overrides this loop and is not covered.
+
+Trainer: the engine workers run under every trainer (RayPPOTrainer, the v1 PPOTrainer, FullyAsyncTrainer);
+on 0.7.x only with `trainer.use_legacy_worker_impl=disable`.
 """
 
 from __future__ import annotations
@@ -136,6 +139,8 @@ class VerlEngineFsdp(PatchRule):
     modes = frozenset({"consistency"})
     backend = "fsdp"
     versions = "0.7.0+ (0.7.x needs trainer.use_legacy_worker_impl=disable; 0.6.x with --force)"
+    trainer = "engine workers (every trainer; on 0.7.x only with trainer.use_legacy_worker_impl=disable)"
+    trainers = frozenset({"v0", "v1", "fully-async"})
     markers = common.MARKERS + ("_dump_this_pass",)
 
     def gate(self, target: Target) -> Gate:

@@ -15,6 +15,9 @@ What it inserts into `verl/workers/engine/megatron/transformer_impl.py`:
   `output = forward_fn(...)` / `output = fused_forward_fn(...)`, and `_finish_dump_step(batch)` after.
 Only the last pipeline stage writes log records. `MegatronEngineWithValueHead` (critic) is not
 patched. The Ascend MindSpeed engine inherits these methods, so the patch reaches it.
+
+Trainer: the engine workers run under every trainer (RayPPOTrainer, the v1 PPOTrainer, FullyAsyncTrainer);
+on 0.7.x only with `trainer.use_legacy_worker_impl=disable`.
 """
 
 from __future__ import annotations
@@ -167,6 +170,8 @@ class VerlEngineMegatron(PatchRule):
     modes = frozenset({"consistency"})
     backend = "megatron"
     versions = "0.7.0+ (0.7.x needs trainer.use_legacy_worker_impl=disable; 0.6.x with --force)"
+    trainer = "engine workers (every trainer; on 0.7.x only with trainer.use_legacy_worker_impl=disable)"
+    trainers = frozenset({"v0", "v1", "fully-async"})
     markers = common.MARKERS + ("_finish_dump_step", "_dump_should_record")
 
     def gate(self, target: Target) -> Gate:

@@ -9,6 +9,9 @@ tokens, right before the trainer decides between bypass mode and recomputing `ol
 
 Spec: patches.md section 4 (prompts-only, hybrid). Anchor: in `RayPPOTrainer.fit`, the single
 `if bypass_recomputing_logprobs:` statement (verl 0.6.1 to 0.9.1); the code goes right before it.
+
+Trainer: `RayPPOTrainer.fit`, which runs every PPO launch before verl 0.9.0 and, from 0.9.0, only with
+`trainer.use_v1=False` (the deprecated `main_ppo_v0`); the default v1 trainer is `verl-prompts-only-v1`'s.
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ class VerlPromptsOnly(VerlConsistencyRule):
     id = "verl-prompts-only"
     files = ("verl/trainer/ppo/ray_trainer.py",)
     versions = "0.7.0+ (anchor checked 0.7.0 to 0.9.1)"
+    trainer = "RayPPOTrainer.fit (trainer.use_v1=False from 0.9.0, main_ppo_v0; the only trainer before 0.9.0)"
+    trainers = frozenset({"v0"})
     markers = ("compute_prompts_only", "responses_len")
 
     def insertions(self, path: str, module: cst.Module) -> list[Insertion]:

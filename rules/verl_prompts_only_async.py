@@ -8,6 +8,8 @@ is stored in `batch.meta_info`, and only when the batch has `responses`.
 Spec: patches.md section 4 (prompts-only, fully async). Anchor: in `FullyAsyncTrainer._fit_generate`,
 the single `batch.meta_info["temperature"] = ...` assignment; the code goes right before it.
 The file does not exist before verl 0.8.0 (the policy lived in `recipe/`, outside the wheel).
+
+Trainer: the fully-async trainer only (its own entry point `fully_async_main`, whatever `trainer.use_v1` says).
 """
 
 from __future__ import annotations
@@ -55,6 +57,8 @@ class VerlPromptsOnlyAsync(VerlConsistencyRule):
     id = "verl-prompts-only-async"
     files = ("verl/experimental/fully_async_policy/fully_async_trainer.py",)
     versions = "0.8.0+ (anchor checked 0.8.0 to 0.9.1)"
+    trainer = "FullyAsyncTrainer (entry verl.experimental.fully_async_policy.fully_async_main)"
+    trainers = frozenset({"fully-async"})
     markers = ("compute_prompts_only", "responses_len")
     since = "0.8.0"
     before_since = "no fully-async trainer in this release (FullyAsyncTrainer ships from 0.8.0)"

@@ -19,6 +19,10 @@ Spec: patches.md section 4 (request id). Three anchor generations, located by st
 From 0.8.0 `agent_loop.py` has no `AsyncLLMServerManager` and gets no edit. verl 0.7.0's
 `TokenOutput` has no `extra_fields` (and its agent loops do not carry them), so the rule is not
 applicable there.
+
+Trainer: the agent-loop workers of every trainer send their requests through this client (the v1
+trainer's `sync` mode directly, the fully-async client through `super().generate`); on the v1
+trainer the id then needs `verl-request-id-v1` to reach the engine worker.
 """
 
 from __future__ import annotations
@@ -110,6 +114,8 @@ class VerlRequestId(VerlConsistencyRule):
     id = "verl-request-id"
     files = (AGENT_LOOP, LLM_SERVER)
     versions = "0.7.1+ (0.7.x agent_loop.py; 0.8.0+ llm_server.py; not 0.7.0)"
+    trainer = "agent-loop rollout under every trainer (LLMServerClient; 0.7.x AsyncLLMServerManager)"
+    trainers = frozenset({"v0", "v1", "fully-async"})
     markers = ()
 
     def gate(self, target: Target) -> Gate:

@@ -11,6 +11,9 @@ Spec: patches.md section 4 (request id, fully async). The class lives in
 `verl/workers/rollout/llm_server.py` from 0.9.0; the file without the class gets no edit.
 Anchor: in `FullyAsyncLLMServerClient.generate`, the single
 `final_output.extra_fields["global_steps"] = global_steps`; the code goes right before it.
+
+Trainer: the fully-async trainer, and from 0.9.0 the v1 trainer's `colocate_async` and `separate_async`
+modes (`trainer.v1.trainer_mode`), which also generate through `FullyAsyncLLMServerClient`.
 """
 
 from __future__ import annotations
@@ -71,6 +74,8 @@ class VerlRequestIdAsync(VerlConsistencyRule):
     id = "verl-request-id-async"
     files = (ROLLOUTER, LLM_SERVER)
     versions = "0.8.0+ (0.8.x fully_async_rollouter.py; 0.9.0+ llm_server.py)"
+    trainer = "FullyAsyncTrainer and the v1 PPOTrainer's async modes (FullyAsyncLLMServerClient)"
+    trainers = frozenset({"v1", "fully-async"})
     markers = ()
     since = "0.8.0"
     before_since = "no FullyAsyncLLMServerClient in this release (it ships from 0.8.0)"

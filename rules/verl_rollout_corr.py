@@ -9,6 +9,9 @@ Spec: patches.md section 4 (rollout-correction skip). Anchor: the docstring of t
 `compute_rollout_correction_and_add_to_batch` in `verl/trainer/ppo/rollout_corr_helper.py` (verl
 0.6.1 to 0.9.1); the code goes right after it. The module has no `import os`: the inserted code
 imports it first thing in the function.
+
+Trainer: every trainer calls this function (`RayPPOTrainer`, the v1 `PPOTrainer._compute_advantage`,
+`FullyAsyncTrainer`), so the one patch serves them all.
 """
 
 from __future__ import annotations
@@ -43,6 +46,8 @@ class VerlRolloutCorr(VerlConsistencyRule):
     id = "verl-rollout-corr"
     files = ("verl/trainer/ppo/rollout_corr_helper.py",)
     versions = "0.7.0+ (anchor also in 0.6.1)"
+    trainer = "every trainer: RayPPOTrainer.fit, v1 PPOTrainer._compute_advantage, FullyAsyncTrainer"
+    trainers = frozenset({"v0", "v1", "fully-async"})
     markers = ("PROMPTS_ONLY",)
 
     def insertions(self, path: str, module: cst.Module) -> list[Insertion]:

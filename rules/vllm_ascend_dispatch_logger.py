@@ -19,6 +19,8 @@ does not say which. vllm-ascend has its own msprobe hooks from 0.12.0rc1 (`addit
   a bound local at each site; the rule refuses otherwise.
 
 vllm-ascend 0.11.0 and older have no msprobe hooks: not applicable.
+
+Trainer: none; the vLLM-Ascend inference server (the rollout side) runs this code under every trainer.
 """
 
 from __future__ import annotations
@@ -368,6 +370,7 @@ class VllmAscendDispatchLogger(PatchRule):
     files = (MODEL_RUNNER,)
     modes = frozenset({"consistency"})
     versions = "0.12.0rc1+ (msprobe dump hooks; 0.13.0, 0.18.0, 0.23.0 checked)"
+    trainer = "vLLM-Ascend inference server (rollout), not a trainer"
     markers = ("_dispatch_logger", "_finish_msprobe_step", "DispatchLogger")
 
     def gate(self, target: Target) -> Gate:

@@ -7,8 +7,15 @@ operations, per file and across every rule touching that file.
 
 from __future__ import annotations
 
+import shutil
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from importlib import import_module
 from pathlib import Path
+from types import ModuleType
+from typing import Callable
 
 import libcst as cst
 
@@ -17,13 +24,16 @@ from rlpatch.patch.rule import Insertion, PatchRule, Target
 from rlpatch.rules.verl_debug_metrics import VerlDebugMetrics
 from rlpatch.rules.verl_prompts_only import VerlPromptsOnly
 from rlpatch.rules.verl_prompts_only_async import VerlPromptsOnlyAsync
+from rlpatch.rules.verl_prompts_only_v1 import VerlPromptsOnlyV1
 from rlpatch.rules.verl_request_id import VerlRequestId
 from rlpatch.rules.verl_request_id_async import VerlRequestIdAsync
+from rlpatch.rules.verl_request_id_v1 import VerlRequestIdV1
 from rlpatch.rules.verl_rollout_corr import VerlRolloutCorr
 from rlpatch.upstream.versions import Version
 
 RULES: tuple[type[PatchRule], ...] = (
     VerlPromptsOnly, VerlPromptsOnlyAsync, VerlDebugMetrics, VerlRolloutCorr, VerlRequestId, VerlRequestIdAsync,
+    VerlPromptsOnlyV1, VerlRequestIdV1,
 )
 RULE_IDS = tuple(rule.id for rule in RULES)
 
@@ -103,3 +113,21 @@ def strip_set(root: Path, version: str | None) -> None:
         module = cst.parse_module((root / path).read_text())
         sites = [edits.locate(module, i) for found in _insertions(rules, path, module).values() for i in found]
         (root / path).write_text(edits.strip(module, sites).code)
+
+
+@contextmanager
+def patched_fixture(source: Path, root: Path) -> Iterator[Callable[[str], ModuleType]]:
+    """Copy the fixture tree `source` to `root`, apply the set, and yield an importer of its modules.
+
+    The copy goes first on sys.path; its `verl.*` modules are unloaded afterwards.
+    """
+    shutil.copytree(source, root)
+    outcome = apply_set(root, None)
+    assert outcome.files, "the set patched nothing"
+    sys.path.insert(0, str(root))
+    try:
+        yield import_module
+    finally:
+        sys.path.remove(str(root))
+        for name in [name for name in sys.modules if name == "verl" or name.startswith("verl.")]:
+            del sys.modules[name]

@@ -15,9 +15,10 @@ from rlpatch.upstream.wheelcache import fresh_copy, unpacked_tree
 pytestmark = pytest.mark.upstream
 
 CONSISTENCY = ("verl-prompts-only", "verl-prompts-only-async", "verl-debug-metrics", "verl-rollout-corr",
-               "verl-request-id", "verl-request-id-async")
+               "verl-request-id", "verl-request-id-async", "verl-prompts-only-v1", "verl-request-id-v1")
 APPLIED_FROM = {"verl-prompts-only": "0.7.0", "verl-debug-metrics": "0.7.0", "verl-rollout-corr": "0.7.0",
-                "verl-request-id": "0.7.1", "verl-prompts-only-async": "0.8.0", "verl-request-id-async": "0.8.0"}
+                "verl-request-id": "0.7.1", "verl-prompts-only-async": "0.8.0", "verl-request-id-async": "0.8.0",
+                "verl-prompts-only-v1": "0.9.0", "verl-request-id-v1": "0.9.0"}
 METRICS = "verl/utils/debug/metrics.py"
 
 

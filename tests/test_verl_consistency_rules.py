@@ -27,7 +27,9 @@ COMPATIBILITY = {
     "verl/trainer/ppo/rollout_corr_helper.py": ("PROMPTS_ONLY",),
     "verl/workers/rollout/llm_server.py": ("vllm_request_id", 'extra_fields["request_id"]'),
     "verl/experimental/agent_loop/agent_loop.py": ("vllm_request_id", 'extra_fields["request_id"]'),
+    "verl/workers/engine_workers.py": ("PROMPTS_ONLY", "compute_prompts_only", "_prompts_only_inputs"),
 }
+V1_RULES = ("verl-prompts-only-v1", "verl-request-id-v1")
 
 # Expected state of each rule per release.
 EXPECTED = {
@@ -35,11 +37,14 @@ EXPECTED = {
     "0.6.1": dict.fromkeys(RULE_IDS, "not-applicable"),
     "0.7.0": {"verl-prompts-only": "applied", "verl-prompts-only-async": "not-applicable",
               "verl-debug-metrics": "applied", "verl-rollout-corr": "applied",
-              "verl-request-id": "not-applicable", "verl-request-id-async": "not-applicable"},
+              "verl-request-id": "not-applicable", "verl-request-id-async": "not-applicable",
+              **dict.fromkeys(V1_RULES, "not-applicable")},
     "0.7.1": {"verl-prompts-only": "applied", "verl-prompts-only-async": "not-applicable",
               "verl-debug-metrics": "applied", "verl-rollout-corr": "applied",
-              "verl-request-id": "applied", "verl-request-id-async": "not-applicable"},
-    **{version: dict.fromkeys(RULE_IDS, "applied") for version in ("0.8.0", "0.9.0", "0.9.1")},
+              "verl-request-id": "applied", "verl-request-id-async": "not-applicable",
+              **dict.fromkeys(V1_RULES, "not-applicable")},
+    "0.8.0": {**dict.fromkeys(RULE_IDS, "applied"), **dict.fromkeys(V1_RULES, "not-applicable")},
+    **{version: dict.fromkeys(RULE_IDS, "applied") for version in ("0.9.0", "0.9.1")},
 }
 
 

@@ -8,17 +8,13 @@ output, not a re-typed copy of it.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import logging
-import shutil
-import sys
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
-from consistency_set import apply_set
+from consistency_set import patched_fixture
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.runtime
@@ -43,21 +39,8 @@ def layout(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def patched(tmp_path: Path, layout: str) -> Iterator[Any]:
     """An importer of the patched fixture tree of one layout (verl.* modules, unloaded afterwards)."""
-    root = tmp_path / layout
-    shutil.copytree(FIXTURES / layout, root)
-    outcome = apply_set(root, None)
-    assert outcome.files, "the set patched nothing"
-    sys.path.insert(0, str(root))
-
-    def load(dotted: str) -> ModuleType:
-        return importlib.import_module(dotted)
-
-    try:
+    with patched_fixture(FIXTURES / layout, tmp_path / layout) as load:
         yield load
-    finally:
-        sys.path.remove(str(root))
-        for name in [name for name in sys.modules if name == "verl" or name.startswith("verl.")]:
-            del sys.modules[name]
 
 
 def _rollout(position_dims: int, with_log_probs: bool, with_mask: bool) -> Batch:

@@ -7,6 +7,7 @@ import click
 from rlpatch.errors import InputError
 from rlpatch.lint.engine import lint_path
 from rlpatch.lint.rule import LintOptions
+from rlpatch.upstream.trainers import TRAINERS
 
 
 def describe_file(path: str, options: LintOptions, stdin: bytes | None) -> dict | None:
@@ -18,13 +19,17 @@ def describe_file(path: str, options: LintOptions, stdin: bytes | None) -> dict 
     if not result.runs:
         unknown = [{"what": u.what, "file": u.span.file, "line": u.span.line, "column": u.span.column}
                    for u in (result.evaluation.unknowns if result.evaluation else [])]
-        return {"file": result.path, "entry": None, "mode": "none", "rollout_backend": None, "train_backend": None,
+        return {"file": result.path, "entry": None, "mode": "none", "rollout_backend": None, "train_backend": None, "trainer": None,
                 "world_size": None, "overrides": [], "env": {}, "unknown": unknown}
     summaries = [run.summary() for run in result.runs]
     first = summaries[0]
     if len(summaries) > 1:
         first["other_launches"] = summaries[1:]
     return first
+
+
+def _trainer_label(trainer: str | None) -> str:
+    return f"{TRAINERS[trainer].label} [{trainer}]" if trainer in TRAINERS else "unknown"
 
 
 def render_text(obj: dict) -> str:
@@ -35,6 +40,7 @@ def render_text(obj: dict) -> str:
         f"  mode:            {obj['mode']} ({obj['mode_reason']})",
         f"  rollout backend: {obj['rollout_backend'] or 'not set'}",
         f"  train backend:   {obj['train_backend']} ({obj['train_backend_reason']})",
+        f"  trainer:         {_trainer_label(obj.get('trainer'))} ({obj.get('trainer_reason', '')})",
         f"  world size:      {obj['world_size'] if obj['world_size'] is not None else 'unknown'}",
         f"  verl version:    {obj['verl_version']}",
         "  sizes:",

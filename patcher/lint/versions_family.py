@@ -119,20 +119,30 @@ def _cached_verify(options: LintOptions, key: tuple[str, str], command: list[str
     cache = _cache(options)
     if key not in cache:
         cache[key] = _run_verify(command)
-    return cache[key]
+    rules, error, _ = cache[key]
+    return rules, error
 
 
-def _run_verify(command: list[str]) -> tuple[list[dict[str, Any]], str | None]:
+def verify_trainers(ctx: LintContext, backend: str) -> tuple[list[dict[str, Any]], str | None]:
+    """(per-trainer coverage, error) from the same `rlpatch verify` as verify_states (run once)."""
+    verify_states(ctx, backend)
+    _, error, trainers = _cache(ctx.options)[("verify", backend)]
+    return trainers, error
+
+
+def _run_verify(command: list[str]) -> tuple[list[dict[str, Any]], str | None, list[dict[str, Any]]]:
     try:
         result = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
     except (OSError, subprocess.TimeoutExpired) as err:
-        return [], f"rlpatch verify did not run: {err}"
+        return [], f"rlpatch verify did not run: {err}", []
     try:
         payload = json.loads(result.stdout)
     except ValueError:
         detail = (result.stderr.strip().splitlines() or ["no output"])[-1]
-        return [], detail.removeprefix("rlpatch: error: ")
-    return [rule for target in payload.get("targets", []) for rule in target.get("rules", [])], None
+        return [], detail.removeprefix("rlpatch: error: "), []
+    targets = payload.get("targets", [])
+    return ([rule for target in targets for rule in target.get("rules", [])], None,
+            [entry for target in targets for entry in target.get("trainers", [])])
 
 
 def case_root(name: str) -> str:

@@ -19,6 +19,7 @@ from rlpatch.errors import EXIT_OK, EXIT_REFUSED, InputError, RefusedError
 from rlpatch.patch import transaction
 from rlpatch.patch.engine import Change, RuleReport, Session, set_state
 from rlpatch.patch.rule import PatchRule, Target
+from rlpatch.upstream import trainers as verl_trainers
 from rlpatch.upstream.targets import OPTION_OF, imported_target, target_for_root
 
 # ---------------------------------------------------------------------------------------------
@@ -102,16 +103,17 @@ def print_reports(reports: Sequence[RuleReport], targets: Sequence[Target], outp
         payload = {"targets": []}
         for target in targets:
             state, not_applied = set_state([report for report in reports if report.target is target])
-            payload["targets"].append(
-                {
-                    "package": target.package,
-                    "root": target.root,
-                    "version": str(target.version) if target.version else None,
-                    "rules": [report.as_json() for report in reports if report.target is target],
-                    "state": state,  # of the selected set on this tree
-                    "not_applied": not_applied,  # files where the set is not (wholly) in place
-                }
-            )
+            entry = {
+                "package": target.package,
+                "root": target.root,
+                "version": str(target.version) if target.version else None,
+                "rules": [report.as_json() for report in reports if report.target is target],
+                "state": state,  # of the selected set on this tree
+                "not_applied": not_applied,  # files where the set is not (wholly) in place
+            }
+            if target.package == "verl" and entry["rules"]:  # for which trainer the selected set is complete
+                entry["trainers"] = [c.as_json() for c in _coverage(reports, target).values()]
+            payload["targets"].append(entry)
         click.echo(json.dumps(payload, indent=2))
         return
     for target in targets:
@@ -119,12 +121,28 @@ def print_reports(reports: Sequence[RuleReport], targets: Sequence[Target], outp
         for report in (r for r in reports if r.target is target):
             files = ", ".join(plan.relative for plan in report.files)
             line = f"  {report.rule.id:<28} {report.state:<15}"
+            if target.package == "verl":  # which trainer runs the rule's code
+                line += f" {_runs_under(report.rule):<18}"
             extra = report.message if report.message not in ("", "applied", "not applied", report.state) else ""
             click.echo(line + (f" {files}" if files else "") + (f"  [{extra}]" if extra else ""))
             if report.warning:
                 click.echo(f"    warning: {report.warning}")
         state, not_applied = set_state([report for report in reports if report.target is target])
         click.echo(f"  set: {state}" + (f"; not applied: {', '.join(not_applied)}" if not_applied else ""))
+        if target.package == "verl" and any(report.target is target for report in reports):
+            click.echo(f"  trainers: {verl_trainers.describe(_coverage(reports, target), target.version)}")
+
+
+def _runs_under(rule: PatchRule) -> str:
+    if rule.trainers == verl_trainers.ALL_TRAINERS:
+        return "[every trainer]"
+    short = {"v0": "RayPPOTrainer", "v1": "v1 PPOTrainer", "fully-async": "FullyAsync"}
+    return "[" + ", ".join(short.get(t, t) for t in sorted(rule.trainers, reverse=True)) + "]" if rule.trainers else ""
+
+
+def _coverage(reports: Sequence[RuleReport], target: Target) -> dict[str, verl_trainers.Coverage]:
+    own = [{"id": r.rule.id, "state": r.state, "trainers": sorted(r.rule.trainers)} for r in reports if r.target is target]
+    return verl_trainers.coverage(own, target.version)
 
 
 def print_refusal(report: RuleReport) -> None:
@@ -379,6 +397,7 @@ def patch_rule_documentation(rule_id: str) -> str | None:
         f"{rule.id} ({rule.package}; {', '.join(sorted(rule.modes))}): {rule.summary()}",
         textwrap.dedent(module.__doc__ or "").strip(),
         f"Versions: {rule.versions}",
+        f"Runs under: {rule.trainer or 'not stated'}",
         "Files:\n" + "\n".join(f"    {path}" for path in rule.files),
     ]
     for title, cases in (("Good (patched)", getattr(module, "VALID", [])), ("Bad (refused: drifted anchor)", getattr(module, "INVALID", []))):
@@ -390,7 +409,7 @@ def patch_rule_documentation(rule_id: str) -> str | None:
 @click.command("rules")
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def rules_cmd(output_format: str) -> int:
-    """List the patch rules: id, package, modes, target files, versions, summary."""
+    """List the patch rules: id, package, modes, target files, versions, the trainer that runs them, summary."""
     rows = [
         {
             "id": rule.id,
@@ -398,6 +417,8 @@ def rules_cmd(output_format: str) -> int:
             "modes": sorted(rule.modes),
             "files": list(rule.files),
             "versions": rule.versions,
+            "trainer": rule.trainer,
+            "trainers": sorted(rule.trainers),
             "summary": rule.summary(),
         }
         for rule in registry.patch_rules()
@@ -408,6 +429,7 @@ def rules_cmd(output_format: str) -> int:
     for row in rows:
         click.echo(f"{row['id']}  [{row['package']}; {', '.join(row['modes'])}; {row['versions']}]")
         click.echo(f"    {row['summary']}")
+        click.echo(f"    runs under: {row['trainer'] or 'not stated'}")
         for path in row["files"]:
             click.echo(f"    {path}")
     return EXIT_OK

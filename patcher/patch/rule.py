@@ -106,6 +106,11 @@ class PatchRule:
     # Names that only the patch's own code uses: found in a file where no edit is in place, they
     # mean the patch code was moved or edited (drifted), not absent.
     markers: ClassVar[tuple[str, ...]] = ()
+    # Which trainer or entry point executes the patched code, for people (`rlpatch rules`, `verify`),
+    # and the ids of rlpatch.upstream.trainers.TRAINERS it runs under, for the coverage verdict
+    # (empty: not code a verl trainer runs, e.g. an inference server).
+    trainer: ClassVar[str] = ""
+    trainers: ClassVar[frozenset[str]] = frozenset()
 
     @classmethod
     def summary(cls) -> str:

@@ -311,6 +311,24 @@ class Run:
             return "megatron", f"--config-name {self.config_name}"
         return (strategy.value or "fsdp"), (f"{ACTOR}.strategy" if strategy.is_set else "default")
 
+    def trainer(self) -> tuple[str | None, str, Setting | None]:
+        """The verl trainer the launch runs (an id of rlpatch.upstream.trainers), why, and the
+        setting that decided it; the id is None when that setting is unknown."""
+        if self.launch.entry.rsplit(".", 1)[-1].removesuffix(".py").endswith("fully_async_main"):
+            return "fully-async", f"entry {self.launch.entry}", None
+        if self.version < "0.9.0":  # no v1 trainer (and no trainer.use_v1 key) before 0.9.0
+            legacy = self.setting("trainer.use_legacy_worker_impl")
+            if self.version.minor == (0, 7) and legacy.value != "disable":
+                return "v0", f"verl {self.version}; legacy workers ({legacy.describe()})", legacy
+            return "v0", f"verl {self.version} has no v1 trainer", None
+        use_v1 = self.setting("trainer.use_v1")
+        if not use_v1.is_set:
+            return "v1", f"trainer.use_v1 defaults to true on verl {self.version}", use_v1
+        if not use_v1.known:
+            return None, use_v1.describe(), use_v1
+        off = (use_v1.value or "").strip().lower() in ("false", "no", "off", "0", "null")  # `if use_v1:` in main_ppo
+        return ("v0" if off else "v1"), use_v1.describe(), use_v1
+
     @property
     def megatron(self) -> bool:
         return self.train_backend_why()[0] == "megatron"
@@ -377,6 +395,7 @@ class Run:
         """The `rlpatch detect` object for this run (the JSON contract of issue 5)."""
         mode, why = self.detected_mode()
         backend, backend_why = self.train_backend_why()
+        trainer, trainer_why, _ = self.trainer()
         sizes = {}
         for key in self.SIZE_KEYS:
             if self.megatron is False and ".megatron." in key:
@@ -392,6 +411,8 @@ class Run:
             "rollout_backend": self.rollout_backend,
             "train_backend": backend,
             "train_backend_reason": backend_why,
+            "trainer": trainer,
+            "trainer_reason": trainer_why,
             "world_size": self.world_size(),
             "verl_version": str(self.version),
             "sizes": sizes,
