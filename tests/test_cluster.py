@@ -1,0 +1,155 @@
+"""`--ray ADDRESS` against a real Ray cluster of three nodes on this machine (`ray.cluster_utils.Cluster`).
+
+Each node's raylet gets its own `PYTHONPATH` (a copy of the verl fixture tree), so each node imports
+a different verl, as on a real multi-node cluster. The cluster lives in a short private `RAY_TMPDIR`
+(socket paths are limited to 107 bytes); teardown shuts it down and then ends, by PID, only the
+processes whose files are under that folder. Never `ray stop`: it kills every Ray on the machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import tempfile
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES, run_cli, snapshot
+
+ray = pytest.importorskip("ray")
+from ray.cluster_utils import Cluster  # noqa: E402
+
+NODES = ("head", "second", "third")
+
+
+def _processes_using(folder: str) -> list[int]:
+    """PIDs of this user's processes with a file, cwd or argument under `folder`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if entry.stat().st_uid != os.getuid():
+                continue
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            links = [os.readlink(fd) for fd in (entry / "fd").iterdir()]
+        except OSError:
+            continue
+        if folder in cmdline or any(link.startswith(folder) for link in links):
+            found.append(int(entry.name))
+    return found
+
+
+def _end_leftovers(folder: str) -> None:
+    for pid in _processes_using(folder):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """Three nodes, each importing its own copy of the verl fixture tree: {name: (node, tree)}."""
+    ray_tmp = tempfile.mkdtemp(prefix="rlr", dir="/tmp")
+    saved = {name: os.environ.get(name) for name in ("RAY_TMPDIR", "RAY_USAGE_STATS_ENABLED", "RAY_ADDRESS")}
+    os.environ.update(RAY_TMPDIR=ray_tmp, RAY_USAGE_STATS_ENABLED="0")
+    os.environ.pop("RAY_ADDRESS", None)
+    base = tmp_path_factory.mktemp("nodes")
+    trees = {}
+    for name in NODES:
+        trees[name] = base / name
+        shutil.copytree(FIXTURES / "verl_engine", trees[name])
+    started = None
+    try:
+        started = Cluster(initialize_head=True,
+                          head_node_args={"num_cpus": 1, "env_vars": {"PYTHONPATH": str(trees["head"])}})
+        nodes = {"head": started.head_node}
+        for name in NODES[1:]:
+            nodes[name] = started.add_node(num_cpus=1, env_vars={"PYTHONPATH": str(trees[name])})
+        started.wait_for_nodes()
+        yield started, {name: (nodes[name], trees[name]) for name in NODES}
+    finally:
+        ray.shutdown()
+        if started is not None:
+            started.shutdown()
+        _end_leftovers(ray_tmp)
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _json(result) -> dict:
+    assert result.stdout.strip(), result.stderr
+    return json.loads(result.stdout)
+
+
+def test_verify_apply_revert_across_the_cluster(cluster):
+    started, nodes = cluster
+    address = started.address
+    pristine = {name: snapshot(tree) for name, (_, tree) in nodes.items()}
+    for name in ("head", "second"):  # patched by hand; the third node is left unpatched
+        assert run_cli("apply", "--verl-root", str(nodes[name][1])).exit_code == 0
+    third_id = nodes["third"][0].node_id
+
+    verify = run_cli("verify", "--ray", address, "--format", "json")
+    assert verify.exit_code == 1, verify.stdout + verify.stderr
+    payload = _json(verify)
+    assert payload["summary"]["failed"] == [third_id]
+    by_id = {node["node_id"]: node for node in payload["nodes"]}
+    assert len(by_id) == 3
+    roots = {node_id: node["result"]["targets"][0]["root"] for node_id, node in by_id.items()}
+    assert roots[third_id] == str(nodes["third"][1])  # resolved on the node, from its own PYTHONPATH
+    assert {roots[nodes[n][0].node_id] for n in ("head", "second")} == {str(nodes["head"][1]), str(nodes["second"][1])}
+    for node in by_id.values():  # every node ran the rlpatch the driver shipped, not its own copy
+        assert node["rlpatch_path"] != str(Path(__file__).parent.parent / "patcher")
+        assert {"hostname", "ip", "executable", "python", "ray", "rlpatch"} <= set(node)
+    text = run_cli("verify", "--ray", address)
+    assert text.exit_code == 1
+    assert str(nodes["third"][1]) in text.stdout and "failed on 1 node(s)" in text.stdout
+    assert third_id[:12] in text.stdout.split("failed on", 1)[1]
+
+    applied = run_cli("apply", "--ray", address, "--format", "json")
+    assert applied.exit_code == 0, applied.stdout + applied.stderr
+    assert _json(applied)["summary"]["changed"] == [third_id]
+    assert run_cli("verify", "--ray", address).exit_code == 0
+
+    reverted = run_cli("revert", "--ray", address, "--format", "json")
+    assert reverted.exit_code == 0, reverted.stdout + reverted.stderr
+    assert sorted(_json(reverted)["summary"]["changed"]) == sorted(node.node_id for node, _ in nodes.values())
+    for name, (_, tree) in nodes.items():
+        assert snapshot(tree) == pristine[name], name
+
+
+def test_doctor_runs_on_every_node(cluster):
+    started, nodes = cluster
+    result = run_cli("doctor", "--ray", started.address, "--format", "json")
+    payload = _json(result)
+    assert len(payload["nodes"]) == 3
+    for node in payload["nodes"]:
+        verl = node["result"]["packages"]["verl"]
+        assert Path(verl["location"]).parent in {tree for _, tree in nodes.values()}
+
+
+def test_bad_runtime_env_is_one_line(cluster):
+    started, _ = cluster
+    result = run_cli("verify", "--ray", started.address, "--ray-runtime-env", "{not json")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.count("\n") == 1 and "--ray-runtime-env" in result.stderr
+
+
+def test_a_dead_node_fails_the_command(cluster):
+    """Last: it removes a node from the module's cluster."""
+    started, nodes = cluster
+    dead_node = nodes["third"][0]
+    started.remove_node(dead_node)
+    result = run_cli("status", "--ray", started.address, "--format", "json")
+    assert result.exit_code == 1, result.stdout + result.stderr
+    payload = _json(result)
+    assert payload["summary"]["dead"] == [dead_node.node_id]
+    assert len(payload["nodes"]) == 2
