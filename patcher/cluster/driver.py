@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -73,6 +74,7 @@ def connected(ray: Any, address: str, runtime_env: dict[str, Any]) -> Iterator[s
 
     Ray uploads local `py_modules` folders only for the job's runtime env (the one `ray.init` gets).
     """
+    check_reachable(address)
     try:
         ray.init(address=address, runtime_env=runtime_env, logging_level="ERROR", log_to_driver=False)
     except Exception as err:  # noqa: BLE001 - ray raises ConnectionError, RuntimeError, ValueError...
@@ -86,6 +88,17 @@ def connected(ray: Any, address: str, runtime_env: dict[str, Any]) -> Iterator[s
         ray.shutdown()
 
 
+def check_reachable(address: str) -> None:
+    """A `HOST:PORT` where nothing listens: say so at once (ray.init would retry for minutes)."""
+    host, _, port = address.rpartition(":")
+    if address == "auto" or "://" in address or not host or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+    except OSError as err:
+        raise InputError(f"--ray {address}: no Ray cluster answers there ({err.strerror or err})") from None
+
+
 @contextmanager
 def staged_package() -> Iterator[str]:
     """A folder named `rlpatch` holding this rlpatch (with its rules), for `py_modules`.
@@ -93,11 +106,14 @@ def staged_package() -> Iterator[str]:
     The source checkout keeps the package in `patcher/` and the rules in `rules/`; Ray names a
     shipped module after its folder, so both are copied into one `rlpatch/` folder.
     """
+    import importlib.util
+
     import rlpatch
-    import rlpatch.rules
 
     package_dir = Path(rlpatch.__file__).parent
-    rules_dir = Path(rlpatch.rules.__file__).parent
+    # Located, not imported: the rules are shipped with the package, never used by the driver.
+    rules_spec = importlib.util.find_spec("rlpatch.rules")
+    rules_dir = Path(next(iter(rules_spec.submodule_search_locations or []))) if rules_spec else package_dir / "rules"
     with tempfile.TemporaryDirectory(prefix="rlpatch-ray-") as staging:
         destination = Path(staging) / "rlpatch"
         ignore = shutil.ignore_patterns("__pycache__", "*.pyc")

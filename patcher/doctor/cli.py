@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-from pathlib import Path
 from typing import Any
 
 import click
@@ -119,7 +118,8 @@ def shadow_verdicts(packages: dict[str, Any]) -> list[Verdict]:
 def driver_verdicts(script: ScriptFacts, workers_found: dict[str, Any]) -> list[Verdict]:
     """verl >= 0.9.1 starts its Ray workers with `py_executable`: say when it is not the driver's Python."""
     driver = probe.environment(script.driver)
-    same = Path(driver["executable"]).resolve() == Path(workers_found["executable"]).resolve()
+    # A venv's python is a symlink to its base interpreter: its sys.prefix, not the file, tells them apart.
+    same = (driver["prefix"], driver["executable"]) == (workers_found["prefix"], workers_found["executable"])
     if same:
         return [Verdict("OK", "workers-python", f"the Ray workers ({script.workers.chosen_by if script.workers else ''}) "
                         f"run the driver's Python {driver['executable']}")]

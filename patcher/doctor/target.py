@@ -63,7 +63,8 @@ def read_script(path: str) -> ScriptFacts:
     """The verl launch of `path` and the interpreters it starts."""
     source = SourceFile.read(path)
     folder = str(Path(path).resolve().parent)
-    start_env = {**os.environ, "PWD": folder}
+    # The script starts from this shell's environment, where an unset PYTHONPATH is empty, not unknown.
+    start_env = {**{name: "" for name in PASSED_ENV}, **os.environ, "PWD": folder}
     evaluation = evaluate_source(source, Options(env=start_env))
     if not evaluation.launches:
         raise InputError(f"{path}: no verl launch found (pass --python to say which interpreter runs verl)")
