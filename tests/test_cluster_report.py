@@ -63,3 +63,12 @@ def test_node_argv_keeps_the_options_and_drops_ray():
     result = CliRunner().invoke(command, ["--verl-root", "/srv/x", "--force", "--ray", "auto", "--ray-timeout", "9",
                                           "--backend", "fsdp"])
     assert result.output.strip() == "verify --verl-root /srv/x --backend fsdp --force --format json"
+
+
+def test_a_node_whose_command_errs_is_named_with_its_error():
+    erring = dict(node("bbb"), status="error", exit_code=2, result=None,
+                  error="rlpatch: error: no tree of verl found for /usr/bin/python3")
+    outcome = Outcome("verify", "a:1", [node("aaa"), erring], [])
+    assert outcome.exit_code == 1
+    assert ("error on 1 node(s): bbbbbbbbbbbb (host-bbb, 10.0.0.1): rlpatch: error: no tree of verl found for "
+            "/usr/bin/python3") in summary_lines(outcome)

@@ -133,6 +133,17 @@ def test_verl_source_tree_on_pythonpath_only(venv, fixture_tree, monkeypatch):
     assert code == 0 and verdict(payload, "patches")["level"] == "OK"
 
 
+def test_a_tree_first_on_sys_path_shadows_the_installed_verl(venv, fixture_tree, monkeypatch):
+    installed = {"verl/__init__.py": "", "verl/version/version": "0.8.0\n",
+                 "verl-0.8.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: verl\nVersion: 0.8.0\n"}
+    python = venv("shadowed", stand_in_msprobe(), STAND_IN_TORCH, installed)
+    tree = fixture_tree("verl_engine")
+    monkeypatch.setenv("PYTHONPATH", str(tree))
+    code, payload = doctor_json("--python", str(python))
+    shadow = verdict(payload, "shadowed")
+    assert shadow["level"] == "WARN" and str(tree / "verl") in shadow["message"] and "installed verl 0.8.0" in shadow["message"]
+
+
 def uv_like(bin_dir: Path, python: Path, name: str = "uv") -> Path:
     """A `uv run [--frozen] python3 ARGS...` stand-in: a shell script that execs the venv's python."""
     bin_dir.mkdir(parents=True, exist_ok=True)

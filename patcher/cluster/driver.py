@@ -164,6 +164,9 @@ def run_everywhere(ray: Any, nodes: list[dict[str, Any]], argv: list[str], timeo
             results.append(_no_answer(node, "error", _task_error(err)))
             continue
         answer["status"] = "ok" if answer["exit_code"] == 0 else ("error" if answer["exit_code"] == 2 else "failed")
+        if answer["status"] == "error":  # the command's own one-line error on that node
+            said = (answer.get("stderr") or "").strip().splitlines()
+            answer["error"] = said[-1] if said else f"exit {answer['exit_code']}"
         results.append(answer)
     return results
 

@@ -139,9 +139,10 @@ def node_lines(command: str, node: dict[str, Any]) -> list[str]:
     if node.get("exit_code") not in (None, 0):
         head += f" (exit {node['exit_code']})"
     lines = [head]
+    if "executable" in node:  # the node answered (a task that never ran has no identity)
+        lines.append(f"  {node['executable']}  Python {node['python']}  ray {node['ray']}  rlpatch {node['rlpatch']}")
     if node.get("error"):
         return lines + [f"  {node['error']}"]
-    lines.append(f"  {node['executable']}  Python {node['python']}  ray {node['ray']}  rlpatch {node['rlpatch']}")
     result = node.get("result")
     if result is None:
         detail = (node.get("stderr") or node.get("stdout") or "").strip().splitlines()
@@ -170,7 +171,7 @@ def summary_lines(outcome: Outcome) -> list[str]:
     for status, what in (("error", "error on"), ("timeout", "timed out on")):
         ids = outcome.with_status(status)
         if ids:
-            lines.append(f"{what} {len(ids)} node(s): " + ", ".join(label(by_id[n]) for n in ids))
+            lines.append(f"{what} {len(ids)} node(s): " + "; ".join(f"{label(by_id[n])}: {by_id[n].get('error')}" for n in ids))
     if outcome.dead:
         lines.append(f"dead: {len(outcome.dead)} node(s): " + ", ".join(n["NodeID"][:12] for n in outcome.dead))
     for node_id, keys in outcome.differs.items():
