@@ -12,6 +12,8 @@ import json
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -122,12 +124,14 @@ def test_verify_apply_revert_across_the_cluster(cluster):
         assert snapshot(tree) == pristine[name], name
 
 
-def test_a_dead_node_fails_doctor_which_runs_on_the_others(cluster):
-    """Last: it removes a node from the module's cluster."""
+def test_a_dead_node_fails_doctor_which_runs_on_the_others(cluster, tmp_path):
+    """Last: it removes a node from the module's cluster. The target is a bare venv (no torch to import)."""
     started, nodes = cluster
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")], check=True)
     dead_node = nodes["third"][0]
     started.remove_node(dead_node)
-    result = run_cli("doctor", "--ray", started.address, "--format", "json")
+    result = run_cli("doctor", "--ray", started.address, "--python", str(tmp_path / "bare" / "bin" / "python"),
+                     "--format", "json")
     assert result.exit_code == 1, result.stdout + result.stderr
     payload = _json(result)
     assert payload["summary"]["dead"] == [dead_node.node_id]
