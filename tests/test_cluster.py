@@ -107,6 +107,16 @@ def test_verify_apply_revert_across_the_cluster(cluster):
     for name, (node, tree) in nodes.items():
         assert f"node {node.node_id[:12]}" in verify.stdout and f"verl 0.9.1 at {tree}" in verify.stdout, name
 
+    # One node refusing (a drifted anchor on the third) stops apply before it writes on any node.
+    fsdp = nodes["third"][1] / "verl/workers/engine/fsdp/transformer_impl.py"
+    original = fsdp.read_text()
+    fsdp.write_text(original.replace("def forward_backward_batch", "def forward_backward_batches"))
+    before = {name: snapshot(tree, skip_state=True) for name, (_, tree) in nodes.items()}
+    refused = run_cli("apply", "--ray", address)
+    assert refused.exit_code == 1 and "nothing was written on any node" in refused.stdout, refused.stdout
+    assert {name: snapshot(tree, skip_state=True) for name, (_, tree) in nodes.items()} == before
+    fsdp.write_text(original)
+
     applied = run_cli("apply", "--ray", address, "--format", "json")
     assert applied.exit_code == 0, applied.stdout + applied.stderr
     payload = _json(applied)
