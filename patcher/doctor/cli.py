@@ -117,15 +117,13 @@ def shadow_verdicts(packages: dict[str, Any]) -> list[Verdict]:
 
 def driver_verdicts(script: ScriptFacts, workers_found: dict[str, Any]) -> list[Verdict]:
     """verl >= 0.9.1 starts its Ray workers with `py_executable`: say when it is not the driver's Python."""
+    chosen_by = script.workers.chosen_by if script.workers else "py_executable"
     driver = probe.environment(script.driver)
     # A venv's python is a symlink to its base interpreter: its sys.prefix, not the file, tells them apart.
-    same = (driver["prefix"], driver["executable"]) == (workers_found["prefix"], workers_found["executable"])
-    if same:
-        return [Verdict("OK", "workers-python", f"the Ray workers ({script.workers.chosen_by if script.workers else ''}) "
-                        f"run the driver's Python {driver['executable']}")]
-    return [Verdict("WARN", "workers-python", f"the Ray workers run {workers_found['executable']} "
-                    f"({script.workers.chosen_by if script.workers else 'py_executable'}), the driver runs "
-                    f"{driver['executable']}: doctor checked the workers' Python, where msprobe dumps")]
+    if (driver["prefix"], driver["executable"]) == (workers_found["prefix"], workers_found["executable"]):
+        return [Verdict("OK", "workers-python", f"the Ray workers ({chosen_by}) run the driver's Python {driver['executable']}")]
+    return [Verdict("WARN", "workers-python", f"the Ray workers run {workers_found['executable']} ({chosen_by}), the "
+                    f"driver runs {driver['executable']}: doctor checked the workers' Python, where msprobe dumps")]
 
 
 def install(options: dict[str, Any], script: ScriptFacts | None, report: dict[str, Any]) -> dict[str, Any]:

@@ -10,6 +10,7 @@ marker line, found even when site hooks print other text. Never `-I`/`-E`: they 
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 from dataclasses import dataclass
 
@@ -121,8 +122,6 @@ class Interpreter:
 
     @property
     def display(self) -> str:
-        import shlex
-
         return shlex.join(self.argv)
 
 
