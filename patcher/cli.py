@@ -7,8 +7,10 @@ import the patch engine (and with it libcst): the pre-commit hook must start fas
 from __future__ import annotations
 
 import importlib
+import io
 import os
 import sys
+from contextlib import redirect_stderr, redirect_stdout
 from typing import Any
 
 import click
@@ -29,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "dumps": ("rlpatch.dumps.cli", "dumps_group", "After the run: check the dumps, pair training with inference, compare."),
     "gen": ("rlpatch.gen.cli", "gen_cmd", "Write the msprobe collection script and configs for a training script."),
     "rule": ("rlpatch.cli", "rule_cmd", "Show a lint rule's documentation (why, bad and good examples)."),
+    "doctor": ("rlpatch.doctor.cli", "doctor_cmd", "Check the Python that really runs verl: msprobe, versions, patches."),
 }
 
 
@@ -85,6 +88,22 @@ def main(argv: list[str] | None = None) -> Any:
         sys.exit(EXIT_USAGE)
     # Commands return their exit code (click returns it too when a command calls ctx.exit).
     sys.exit(result if isinstance(result, int) else 0)
+
+
+def capture(argv: list[str]) -> tuple[int, str, str]:
+    """Run `rlpatch ARGV` in this process: (exit code, stdout, stderr), as a subprocess would give them.
+
+    The wings that run other commands (`doctor` asks `verify` and `lint`, a `--ray` node runs the
+    local command) go through here rather than importing those commands' wings.
+    """
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    with redirect_stdout(out), redirect_stderr(err):
+        try:
+            main(argv)
+        except SystemExit as exit_:
+            code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+    return code, out.getvalue(), err.getvalue()
 
 
 @click.command("rule")

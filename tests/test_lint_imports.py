@@ -1,4 +1,5 @@
-"""`rlpatch lint` stays light: it must never import libcst or a patch rule."""
+"""`rlpatch lint` stays light: it never imports libcst or a patch rule; neither lint nor the patch
+commands (without `--ray`) import ray, msprobe or torch."""
 
 from __future__ import annotations
 
@@ -23,3 +24,34 @@ def test_lint_does_not_import_libcst(tmp_path) -> None:
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert "BAD []" in out.stdout, out.stdout + out.stderr
+
+
+def _modules_after(argv: list[str]) -> str:
+    """Run `rlpatch ARGV` in a fresh interpreter and list the heavy modules it imported."""
+    code = textwrap.dedent(f"""
+        import sys
+        from rlpatch.cli import main
+        try:
+            main({argv!r})
+        except SystemExit:
+            pass
+        heavy = ("ray", "msprobe", "torch", "rlpatch.cluster.driver")
+        print("BAD", sorted(m for m in sys.modules if any(m == h or m.startswith(h + ".") for h in heavy)))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    return out.stdout + out.stderr
+
+
+def test_lint_and_patch_paths_never_import_ray(tmp_path) -> None:
+    import shutil
+    from pathlib import Path
+
+    script = tmp_path / "run.sh"
+    script.write_text("python3 -m verl.trainer.main_ppo trainer.nnodes=1\n")
+    tree = tmp_path / "tree"
+    shutil.copytree(Path(__file__).resolve().parent.parent / "fixtures" / "verl_engine", tree)
+    for argv in (["lint", str(script)], ["detect", str(script)], ["verify", "--verl-root", str(tree)],
+                 ["apply", "--verl-root", str(tree)], ["status", "--verl-root", str(tree)],
+                 ["revert", "--verl-root", str(tree)], ["--help"]):
+        report = _modules_after(argv)
+        assert "BAD []" in report, (argv, report)

@@ -6,6 +6,8 @@ that interpreter (stdlib metadata first, then the real `from msprobe.pytorch imp
 PrecisionDebugger` in its own subprocess with a timeout), the verdicts and `--install`. The patch
 state and the script's lint verdicts come from the `rlpatch verify` and `rlpatch lint` commands
 (through the CLI), never from importing those wings; it reads scripts through the front end.
+`--ray ADDRESS` hands over to the cluster wing (its options, and its driver imported only with
+`--ray`), which runs `rlpatch doctor` on every node through the CLI and never imports this wing.
 """
 
-MAY_IMPORT: tuple[str, ...] = ("errors", "cli", "registry", "upstream", "shell")
+MAY_IMPORT: tuple[str, ...] = ("errors", "cli", "registry", "upstream", "shell", "cluster")

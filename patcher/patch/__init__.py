@@ -6,7 +6,9 @@ Owns what a patch rule is (`rule`: anchors, `Insertion`, `KeywordHoist`, `NewFil
 (`transaction`), git awareness (`gitinfo`), unified diffs (`difftext`) and the command line
 (`cli`). The rules themselves live in `rlpatch.rules` and reach the engine through
 `rlpatch.registry`. It may import the upstream facts (which tree, which version) and nothing of
-the linter or the front end.
+the linter or the front end. `--ray ADDRESS` on apply/verify/status/revert hands over to the
+cluster wing (its options, and a lazy import of its driver only with `--ray`), which runs the same
+command on every node through the CLI and never imports this wing.
 """
 
-MAY_IMPORT: tuple[str, ...] = ("errors", "registry", "upstream")
+MAY_IMPORT: tuple[str, ...] = ("errors", "registry", "upstream", "cluster")

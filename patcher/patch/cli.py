@@ -15,6 +15,7 @@ from typing import Any, Callable, Sequence
 import click
 
 from rlpatch import registry
+from rlpatch.cluster.options import ray_options
 from rlpatch.errors import EXIT_OK, EXIT_REFUSED, InputError, RefusedError
 from rlpatch.patch import transaction
 from rlpatch.patch.engine import Change, RuleReport, Session, set_state
@@ -87,6 +88,15 @@ def resolve_targets(options: dict[str, Any], rules: Sequence[PatchRule]) -> list
         wanted = ", ".join(packages) or "any package"
         raise InputError(f"no tree of {wanted} found for {options.get('python') or sys.executable}; pass --verl-root (or --sglang-root / --vllm-ascend-root)")
     return targets
+
+
+def on_cluster(options: dict[str, Any]) -> int | None:
+    """With `--ray ADDRESS`, the command runs on every node of the cluster (the cluster wing does it)."""
+    if not options.get("ray"):
+        return None
+    from rlpatch.cluster.driver import run_on_cluster  # imports ray: only with --ray
+
+    return run_on_cluster(click.get_current_context())
 
 
 def say(message: str) -> None:
@@ -196,10 +206,13 @@ def _check_git(targets: Sequence[Target], changed: dict[str, list[Path]], allow_
 @click.option("--dry-run", is_flag=True, help="Say what would change; write nothing.")
 @click.option("--commit", "make_commit", is_flag=True, help="In a git checkout, commit the patch as one commit.")
 @format_option
+@ray_options
 def apply_cmd(**options: Any) -> int:
     """Apply the selected patch rules, all or nothing."""
     from rlpatch.patch import engine
 
+    if (code := on_cluster(options)) is not None:
+        return code
     rules, targets = _setup(options)
     roots = [target.root for target in targets]
     with transaction.locked_all(roots, create=not options["dry_run"]):
@@ -272,6 +285,8 @@ def _commit(session: Session, checkouts: dict[str, Any], commits: dict[str, list
 
 
 def _verify(options: dict[str, Any], *, always_zero: bool) -> int:
+    if (code := on_cluster(options)) is not None:
+        return code
     rules, targets = _setup(options)
     session = Session(targets)
     reports = _reports(session, rules, targets, structural=False)
@@ -283,6 +298,7 @@ def _verify(options: dict[str, Any], *, always_zero: bool) -> int:
 @click.command("verify")
 @target_options
 @format_option
+@ray_options
 def verify_cmd(**options: Any) -> int:
     """Check structurally that every selected rule is applied; exit 1 if one is not."""
     return _verify(options, always_zero=False)
@@ -291,6 +307,7 @@ def verify_cmd(**options: Any) -> int:
 @click.command("status")
 @target_options
 @format_option
+@ray_options
 def status_cmd(**options: Any) -> int:
     """Report the state of every selected rule; always exit 0."""
     return _verify(options, always_zero=True)
@@ -299,10 +316,13 @@ def status_cmd(**options: Any) -> int:
 @click.command("revert")
 @target_options
 @format_option
+@ray_options
 def revert_cmd(**options: Any) -> int:
     """Take the selected rules out of the trees, restoring files byte for byte."""
     from rlpatch.patch import engine
 
+    if (code := on_cluster(options)) is not None:
+        return code
     rules, targets = _setup(options)
     roots = [target.root for target in targets]
     with transaction.locked_all(roots):

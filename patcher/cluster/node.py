@@ -1,0 +1,44 @@
+"""What runs inside the Ray task on each node: the local command, through the CLI, and who ran it.
+
+This module is shipped to every node with `runtime_env` `py_modules`, and the task is pickled by
+reference to it, so each node runs the checker the driver has, not a stale rlpatch of its own. It
+needs only rlpatch's own requirements on the node; the trees are found there (`find_spec` in the
+node's interpreter and environment), never from the driver's paths.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+import sys
+from typing import Any
+
+
+def run_command(argv: list[str]) -> dict[str, Any]:
+    """Run `rlpatch ARGV` on this node and return its exit code, parsed JSON output and identity."""
+    import rlpatch
+    from rlpatch.cli import capture
+
+    code, out, err = capture(argv)
+    try:
+        result: Any = json.loads(out) if out.strip() else None
+    except ValueError:
+        result = None
+    return {**identity(), "rlpatch": rlpatch.__version__, "rlpatch_path": os.path.dirname(rlpatch.__file__),
+            "exit_code": code, "result": result, "stdout": "" if result is not None else out, "stderr": err}
+
+
+def identity() -> dict[str, str]:
+    """Hostname, IP, node id, interpreter and versions of the node this runs on."""
+    import ray
+
+    return {
+        "hostname": socket.gethostname(),
+        "ip": ray.util.get_node_ip_address(),
+        "node_id": ray.get_runtime_context().get_node_id(),
+        "executable": sys.executable,
+        "python": platform.python_version(),
+        "ray": ray.__version__,
+    }

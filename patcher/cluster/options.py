@@ -1,0 +1,53 @@
+"""The `--ray` options, and the command line each node runs (imports click only, never ray)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import click
+
+# The parameters that belong to the driver; every other one is passed on to each node.
+RAY_PARAMS = ("ray", "ray_runtime_env", "ray_timeout")
+FORMAT_PARAM = "output_format"
+DEFAULT_TIMEOUT_S = 300.0
+
+
+def ray_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Add `--ray ADDRESS`, `--ray-runtime-env JSON` and `--ray-timeout S` to a command."""
+    options = [
+        click.option("--ray", "ray", metavar="ADDRESS",
+                     help="Run the command on every alive node of this Ray cluster (`auto`: the cluster this machine belongs to)."),
+        click.option("--ray-runtime-env", "ray_runtime_env", metavar="JSON",
+                     help="A Ray runtime env (JSON object) merged into the one rlpatch ships to the nodes."),
+        click.option("--ray-timeout", "ray_timeout", type=click.FloatRange(min=1), default=DEFAULT_TIMEOUT_S,
+                     show_default=True, metavar="S", help="Seconds to wait for every node's answer."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def node_argv(ctx: click.Context, extra: tuple[str, ...] = ()) -> list[str]:
+    """The command line a node runs: this command with the same options, minus `--ray*`, in JSON."""
+    argv = [ctx.info_name or ctx.command.name or ""]
+    arguments: list[str] = []
+    for param in ctx.command.params:
+        if param.name in RAY_PARAMS or param.name == FORMAT_PARAM or param.name is None:
+            continue
+        value = ctx.params.get(param.name)
+        if isinstance(param, click.Argument):
+            arguments += [str(item) for item in value] if isinstance(value, (list, tuple)) else ([] if value is None else [str(value)])
+        elif isinstance(param, click.Option):
+            argv += _option_words(param, value)
+    return argv + list(extra) + ["--format", "json"] + (["--", *arguments] if arguments else [])
+
+
+def _option_words(param: click.Option, value: Any) -> list[str]:
+    name = max(param.opts, key=len)  # the long spelling
+    if param.is_flag:
+        return [name] if value and value != param.default else []
+    if value is None or value == param.default:
+        return []
+    if param.multiple:
+        return [word for item in value for word in (name, str(item))]
+    return [name, str(value)]

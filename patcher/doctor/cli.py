@@ -1,0 +1,165 @@
+"""`rlpatch doctor`: check the Python that really runs verl, before a collection run.
+
+Exit 0 when no verdict FAILs, 1 when one does, 2 for bad input (interpreter not found, not a
+Python, a probe that timed out). Nothing is ever changed, except by `--install`, which says what it
+runs (`<target> -m pip install mindstudio-probe`, never the `pip` on PATH) and then checks again.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from typing import Any
+
+import click
+
+from rlpatch.cluster.options import ray_options
+from rlpatch.doctor import probe
+from rlpatch.doctor.target import ScriptFacts, current_interpreter, python_option, read_script
+from rlpatch.doctor.verdicts import RunFacts, Verdict, lint_verdicts, msprobe_verdicts, patch_verdicts, version_verdicts
+from rlpatch.errors import EXIT_OK, EXIT_REFUSED
+
+STAGE2_TIMEOUT_S = 120.0
+
+
+@click.command("doctor")
+@click.option("--python", "python", metavar="PY|PREFIX",
+              help="The interpreter that runs verl, or a launcher prefix ('uv run --frozen python3'); default: the script's launcher, else this one.")
+@click.option("--script", type=str, metavar="RUN.SH", help="The launch script: its launcher, working directory, env and lint findings.")
+@click.option("--mode", type=click.Choice(["training", "inference", "consistency"]), help="The dump mode (default: the script's).")
+@click.option("--install", is_flag=True, help="Install mindstudio-probe with the target's own pip when it is missing, then check again.")
+@click.option("--timeout", type=click.FloatRange(min=1), default=STAGE2_TIMEOUT_S, show_default=True, metavar="S",
+              help="Seconds the real msprobe import may take in the target.")
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@ray_options
+def doctor_cmd(**options: Any) -> int:
+    """Check msprobe, versions and patches in the Python that really runs verl."""
+    if options.get("ray"):
+        from rlpatch.cluster.driver import run_on_cluster  # imports ray: only with --ray
+
+        return run_on_cluster(click.get_current_context())
+    script = read_script(options["script"]) if options.get("script") else None
+    report = examine(options, script)
+    if options["install"]:
+        report = install(options, script, report)
+    if options["output_format"] == "json":
+        click.echo(json.dumps(report, indent=2))
+    else:
+        click.echo(render_text(report), nl=False)
+    return report["exit_code"]
+
+
+def target_of(options: dict[str, Any], script: ScriptFacts | None) -> probe.Interpreter:
+    if options.get("python"):
+        cwd = script.driver.cwd if script else None
+        return python_option(options["python"], cwd, dict(script.driver.env) if script else {})
+    if script is not None:
+        return script.workers or script.driver
+    return current_interpreter()
+
+
+def run_facts(options: dict[str, Any], script: ScriptFacts | None) -> RunFacts:
+    if script is None:
+        return RunFacts(mode=options.get("mode"))
+    run = script.run
+    legacy = run.setting("trainer.use_legacy_worker_impl")
+    detected = run.mode if run.mode != "none" else None
+    return RunFacts(mode=options.get("mode") or detected, megatron=run.megatron,
+                    legacy_worker=legacy.value if legacy.is_set else None, rollout=run.rollout_backend, script=script.path)
+
+
+def examine(options: dict[str, Any], script: ScriptFacts | None) -> dict[str, Any]:
+    """Probe the target (two stages) and turn what it says into verdicts."""
+    target = target_of(options, script)
+    found = probe.environment(target)
+    packages = found["packages"]
+    if (packages.get("mindstudio-probe") or {}).get("location"):
+        imported = probe.msprobe_import(target, options["timeout"])
+    else:
+        imported = {"ok": False, "cause": "msprobe", "error": "No module named 'msprobe'", "missing": "msprobe"}
+    facts = run_facts(options, script)
+    verdicts: list[Verdict] = msprobe_verdicts(packages, imported, target.display)
+    verdicts += version_verdicts(packages, facts)
+    verdicts += shadow_verdicts(packages)
+    if script is not None and script.workers is not None and not options.get("python"):
+        verdicts += driver_verdicts(script, found)
+    patched, trees = patch_verdicts(packages, facts.mode)
+    verdicts += patched
+    findings: list[dict[str, Any]] = []
+    if script is not None:
+        linted, findings = lint_verdicts(script.path, options.get("mode"), packages)
+        verdicts += linted
+    failed = any(verdict.level == "FAIL" for verdict in verdicts)
+    return {
+        "interpreter": {"argv": list(target.argv), "chosen_by": target.chosen_by, "executable": found["executable"],
+                        "python": found["python"], "prefix": found["prefix"], "cwd": found["cwd"]},
+        "mode": facts.mode,
+        "packages": packages,
+        "msprobe_import": imported,
+        "verdicts": [verdict.as_json() for verdict in verdicts],
+        "trees": trees,
+        "lint": findings,
+        "exit_code": EXIT_REFUSED if failed else EXIT_OK,
+    }
+
+
+def shadow_verdicts(packages: dict[str, Any]) -> list[Verdict]:
+    """A source tree first on sys.path (e.g. a `verl/` folder in the working directory) hides the installed one."""
+    found = []
+    for name, package in packages.items():
+        installed, version = package.get("installed_version"), package.get("version")
+        if package.get("location") and installed and package.get("version_from") != "metadata" and installed != version:
+            found.append(Verdict("WARN", "shadowed", f"{name} {version or '?'} is imported from {package['location']}, "
+                                 f"not the installed {name} {installed}: a tree first on sys.path wins (check PYTHONPATH "
+                                 "and the working directory)"))
+    return found
+
+
+def driver_verdicts(script: ScriptFacts, workers_found: dict[str, Any]) -> list[Verdict]:
+    """verl >= 0.9.1 starts its Ray workers with `py_executable`: say when it is not the driver's Python."""
+    chosen_by = script.workers.chosen_by if script.workers else "py_executable"
+    driver = probe.environment(script.driver)
+    # A venv's python is a symlink to its base interpreter: its sys.prefix, not the file, tells them apart.
+    if (driver["prefix"], driver["executable"]) == (workers_found["prefix"], workers_found["executable"]):
+        return [Verdict("OK", "workers-python", f"the Ray workers ({chosen_by}) run the driver's Python {driver['executable']}")]
+    return [Verdict("WARN", "workers-python", f"the Ray workers run {workers_found['executable']} ({chosen_by}), the "
+                    f"driver runs {driver['executable']}: doctor checked the workers' Python, where msprobe dumps")]
+
+
+def install(options: dict[str, Any], script: ScriptFacts | None, report: dict[str, Any]) -> dict[str, Any]:
+    """`<target> -m pip install mindstudio-probe` when msprobe is missing, said first; then check again."""
+    target = target_of(options, script)
+    if report["msprobe_import"].get("cause") != "msprobe":
+        click.echo(f"--install: mindstudio-probe is already installed for {target.display}; nothing installed", err=True)
+        return report
+    command = [*target.argv, "-m", "pip", "install", "mindstudio-probe"]
+    click.echo(f"installing: {' '.join(command)}", err=True)
+    done = subprocess.run(command, cwd=target.cwd, env=dict(target.env) or None, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, errors="replace", check=False)
+    for line in done.stdout.splitlines()[-5:]:
+        click.echo(f"  pip: {line}", err=True)
+    if done.returncode != 0:
+        click.echo(f"--install: pip exited {done.returncode}", err=True)
+    return examine(options, script)
+
+
+def render_text(report: dict[str, Any]) -> str:
+    interpreter = report["interpreter"]
+    lines = [f"target: {' '.join(interpreter['argv'])} ({interpreter['chosen_by']})",
+             f"  Python {interpreter['python']} at {interpreter['executable']}; working directory {interpreter['cwd']}",
+             f"  mode: {report['mode'] or 'not given (pass --mode or --script for its checks)'}", "packages:"]
+    for name, package in report["packages"].items():
+        version = package.get("version") or ("absent" if not package.get("location") else "unknown version")
+        where = package.get("location") or ""
+        lines.append(f"  {name:<17} {version:<16} {where}".rstrip())
+    imported = report["msprobe_import"]
+    if imported.get("ok"):
+        lines.append("msprobe import: OK (from msprobe.pytorch import PrecisionDebugger)")
+    else:
+        module = imported.get("missing")
+        lines.append(f"msprobe import: FAILED: {imported.get('error')}" + (f" (failing module: {module})" if module else ""))
+    lines.append("verdicts:")
+    lines += [f"  {v['level']:<4} {v['check']}: {v['message']}" for v in report["verdicts"]]
+    levels = [v["level"] for v in report["verdicts"]]
+    lines.append(f"{levels.count('FAIL')} FAIL, {levels.count('WARN')} WARN, {levels.count('OK')} OK")
+    return "\n".join(lines) + "\n"

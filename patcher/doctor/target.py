@@ -1,0 +1,138 @@
+"""Which Python really runs verl: `--python`, else the launcher of the verl command in `--script`.
+
+The script is read through the front end (`rlpatch.shell`), never run: its verl launch gives the
+launcher words (`python3`, `"${LAUNCH[@]}"`, `uv run --frozen python3`, ...), the environment the
+launch exports, and the run model gives verl >= 0.9.1's `ray_kwargs.ray_init.runtime_env.py_executable`,
+the interpreter of the Ray *workers*, which is the one that imports msprobe for the dumps.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from rlpatch.doctor.probe import Interpreter
+from rlpatch.errors import InputError
+from rlpatch.shell import Launch, Options, SourceFile, evaluate_source, word_text
+from rlpatch.shell.defaults import NEWEST_VERL
+from rlpatch.shell.model import Run
+
+PY_EXECUTABLE_KEY = "ray_kwargs.ray_init.runtime_env.py_executable"
+# Launchers that run the rest of their command line in a project's environment.
+ENV_RUNNERS = {"uv": "run", "conda": "run", "pixi": "run", "poetry": "run", "pdm": "run", "hatch": "run", "mamba": "run"}
+# The variables of the script's launch that decide what the interpreter imports.
+PASSED_ENV_PREFIXES = ("ASCEND_",)
+PASSED_ENV = ("PYTHONPATH", "LD_LIBRARY_PATH")
+
+
+@dataclass
+class ScriptFacts:
+    """What doctor needs from the launch script."""
+
+    path: str
+    run: Run
+    launch_at: str  # file:line of the verl command
+    driver: Interpreter  # the launcher of the verl command
+    workers: Interpreter | None  # `py_executable`, when the script sets it
+
+
+def python_option(text: str, cwd: str | None, env: dict[str, str]) -> Interpreter:
+    """`--python`: an interpreter, a launcher prefix (`uv run --frozen python3`), or a venv folder."""
+    try:
+        argv = shlex.split(text)
+    except ValueError as err:
+        raise InputError(f"--python {text!r}: {err}") from None
+    if not argv:
+        raise InputError("--python: empty")
+    if len(argv) == 1 and os.path.isdir(argv[0]):
+        candidate = Path(argv[0]) / "bin" / "python"
+        if not candidate.exists():
+            raise InputError(f"--python {text}: a folder without bin/python (give the interpreter or a venv)")
+        argv = [str(candidate)]
+    return Interpreter(tuple(argv), f"--python {text}", cwd, tuple(sorted(env.items())))
+
+
+def current_interpreter() -> Interpreter:
+    return Interpreter((sys.executable,), "this rlpatch's Python (no --python, no --script)")
+
+
+def read_script(path: str) -> ScriptFacts:
+    """The verl launch of `path` and the interpreters it starts."""
+    source = SourceFile.read(path)
+    folder = str(Path(path).resolve().parent)
+    # The script starts from this shell's environment, where an unset PYTHONPATH is empty, not unknown.
+    start_env = {**{name: "" for name in PASSED_ENV}, **os.environ, "PWD": folder}
+    evaluation = evaluate_source(source, Options(env=start_env))
+    if not evaluation.launches:
+        raise InputError(f"{path}: no verl launch found (pass --python to say which interpreter runs verl)")
+    launch = evaluation.launches[0]
+    where = f"{path}:{launch.command_span.line}"
+    env = {**os.environ, **exported_env(launch)}
+    driver = Interpreter(tuple(launcher_python(launch, where)), f"the launcher of the verl command at {where}", folder,
+                         tuple(sorted(env.items())))
+    run = Run.from_launch(launch, source.path, NEWEST_VERL)
+    workers = None
+    setting = run.setting(PY_EXECUTABLE_KEY)
+    if setting.is_set:
+        if not setting.known or not setting.value:
+            raise InputError(f"{path}:{setting.span.line}: {PY_EXECUTABLE_KEY} is not known statically; pass --python")
+        workers = Interpreter(tuple(shlex.split(setting.value)), f"{PY_EXECUTABLE_KEY} at {path}:{setting.span.line}",
+                              folder, driver.env)
+    return ScriptFacts(path, run, where, driver, workers)
+
+
+def exported_env(launch: Launch) -> dict[str, str]:
+    """The launch's PYTHONPATH, LD_LIBRARY_PATH and ASCEND_* values the script sets (known ones only)."""
+    found = {}
+    for name, value in launch.env.items():
+        if name in PASSED_ENV or name.startswith(PASSED_ENV_PREFIXES):
+            text = word_text(value.first())
+            if text is not None:
+                found[name] = text
+    return found
+
+
+def launcher_python(launch: Launch, where: str) -> list[str]:
+    """The argv prefix that starts the Python of this launch (`-c SRC` is appended to it)."""
+    words = [arg.text for arg in launch.launcher]
+    if any(word is None for word in words):
+        unknown = next(arg.display for arg in launch.launcher if arg.text is None)
+        raise InputError(f"{where}: the launcher of the verl command is not known statically ({unknown}); pass --python")
+    texts = [word for word in words if word is not None]
+    python_at = max((i for i, word in enumerate(texts) if _is_python(word)), default=None)
+    if python_at is None:
+        return _shebang_python(texts, where)
+    start = python_at
+    for index in range(python_at):  # `uv run ... python3`: the runner sets up the environment
+        if ENV_RUNNERS.get(Path(texts[index]).name) == (texts[index + 1] if index + 1 < len(texts) else None):
+            start = index
+            break
+    return texts[start:python_at + 1]
+
+
+def _is_python(word: str) -> bool:
+    name = Path(word).name
+    return name.startswith("python") and name[len("python"):].replace(".", "").isdigit() or name == "python"
+
+
+def _shebang_python(texts: list[str], where: str) -> list[str]:
+    """`torchrun ... -m verl...`: the interpreter in the launcher's `#!` line."""
+    import shutil
+
+    if not texts:
+        raise InputError(f"{where}: the verl command has no launcher; pass --python")
+    found = shutil.which(texts[0])
+    line = ""
+    if found:
+        try:
+            with open(found, "rb") as handle:
+                line = handle.readline().decode(errors="replace")
+        except OSError:
+            line = ""
+    if not line.startswith("#!"):
+        raise InputError(f"{where}: cannot tell which Python {texts[0]} runs; pass --python")
+    words = line[2:].split()
+    return words[1:2] if words and Path(words[0]).name == "env" else words[:1]

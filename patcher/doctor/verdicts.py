@@ -1,0 +1,157 @@
+"""Doctor's verdicts: one line each, OK / WARN / FAIL, and what to do about it.
+
+The facts come from the probe (versions and locations in the target, the msprobe import), the
+script's run model, `rlpatch verify` (patch state of the trees the target imports) and
+`rlpatch lint` (the script's findings). The last two are asked through the CLI, as commands.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from rlpatch.cli import capture
+from rlpatch.upstream.versions import Version
+
+Level = str  # "OK" | "WARN" | "FAIL"
+# The packages the patch commands act on (distribution -> package folder), and their root options.
+PATCHED = {"verl": "verl", "sglang": "sglang", "vllm-ascend": "vllm_ascend"}
+ROOT_OPTION = {"verl": "--verl-root", "sglang": "--sglang-root", "vllm_ascend": "--vllm-ascend-root"}
+
+
+@dataclass
+class RunFacts:
+    """What the launch script says about the run (all None without --script)."""
+
+    mode: str | None = None
+    megatron: bool | None = None
+    legacy_worker: str | None = None  # trainer.use_legacy_worker_impl
+    rollout: str | None = None
+    script: str | None = None
+
+
+@dataclass
+class Verdict:
+    level: Level
+    check: str
+    message: str
+
+    def as_json(self) -> dict[str, str]:
+        return asdict(self)
+
+
+def version_of(packages: dict[str, Any], name: str) -> Version | None:
+    return Version.maybe((packages.get(name) or {}).get("version"))
+
+
+def msprobe_verdicts(packages: dict[str, Any], imported: dict[str, Any], python: str) -> list[Verdict]:
+    """Whether `from msprobe.pytorch import PrecisionDebugger` works in the target, and why not."""
+    install = f"{python} -m pip install mindstudio-probe (or rlpatch doctor --install)"
+    cause = imported.get("cause")
+    located = (packages.get("mindstudio-probe") or {}).get("location")
+    if cause is None:
+        return [Verdict("OK", "msprobe-import", f"from msprobe.pytorch import PrecisionDebugger works "
+                        f"(mindstudio-probe {version_of(packages, 'mindstudio-probe') or '?'} at {located})")]
+    error = imported.get("error") or imported.get("type") or "failed"
+    if cause == "msprobe" or not located:
+        return [Verdict("FAIL", "msprobe-import", f"msprobe is not installed for {python}: {install}")]
+    if cause == "torch":
+        return [Verdict("FAIL", "msprobe-import", f"msprobe is installed but msprobe.pytorch needs torch, missing "
+                        f"({error}; failing module: torch): install torch in {python} (CPU build is enough to import)")]
+    if cause == "cann":
+        return [Verdict("FAIL", "msprobe-import", f"msprobe is installed, but `import torch` auto-loads torch_npu, which "
+                        f"fails ({error}): the CANN environment is missing; source the CANN set_env.sh (ascend-toolkit) "
+                        "in the shell or script, or set TORCH_DEVICE_BACKEND_AUTOLOAD=0 to check on CPU")]
+    missing = imported.get("missing")
+    if cause == "module":
+        return [Verdict("FAIL", "msprobe-import", f"msprobe is installed but its import fails: {error} "
+                        f"(failing module: {missing}): install it in {python}")]
+    return [Verdict("FAIL", "msprobe-import", f"msprobe is installed but its import fails: {imported.get('type')}: {error}")]
+
+
+def version_verdicts(packages: dict[str, Any], run: RunFacts) -> list[Verdict]:
+    """The version gates of msprobe and verl for the mode, and vLLM without vLLM-Ascend."""
+    found: list[Verdict] = []
+    mode, megatron, legacy = run.mode, run.megatron, run.legacy_worker
+    msprobe, sglang, verl = (version_of(packages, name) for name in ("mindstudio-probe", "sglang", "verl"))
+    serious = "FAIL" if mode in ("inference", "consistency") else "WARN"
+    if msprobe is not None and msprobe < Version.parse("26.0"):
+        found.append(Verdict("WARN", "msprobe-version", f"mindstudio-probe {msprobe} < 26.0 has no `msprobe compare "
+                             "--consistent_check`: install mindstudio-probe >= 26.0 to compare consistency dumps"))
+        if sglang is not None and sglang >= Version.parse("0.5.11"):
+            found.append(Verdict(serious, "msprobe-version", f"SGLang {sglang} (>= 0.5.11) dumps natively with msprobe's "
+                                 f"26.x API, which mindstudio-probe {msprobe} lacks (it raises): install mindstudio-probe >= 26.0"))
+    if msprobe is not None and msprobe < Version.parse("26.2"):
+        level = "FAIL" if mode == "consistency" else "WARN"
+        found.append(Verdict(level, "msprobe-version", f"mindstudio-probe {msprobe} < 26.2 has no config `request_id`: "
+                             "consistency dumps cannot be paired by request; install mindstudio-probe >= 26.2"))
+    if verl is not None and mode == "training" and verl < Version.parse("0.8.0"):
+        found.append(Verdict("FAIL", "verl-version", f"verl {verl} < 0.8.0: training mode (global_profiler.tool="
+                             "precision_debugger) does nothing; upgrade verl or use the consistency patch"))
+    if verl is not None and mode == "training" and megatron and verl.release[:3] == (0, 8, 0):
+        found.append(Verdict("FAIL", "verl-version", "verl 0.8.0 with Megatron: training mode finds no model to dump; "
+                             "use verl 0.8.1+ or FSDP"))
+    if verl is not None and mode == "consistency" and verl.release[:2] == (0, 7) and legacy != "disable":
+        where = "the script does not set it" if legacy is None else f"the script sets {legacy}"
+        found.append(Verdict("FAIL" if run.script else "WARN", "verl-version",
+                             f"verl {verl}: consistency needs trainer.use_legacy_worker_impl=disable ({where})"))
+    if (packages.get("vllm") or {}).get("location") and not (packages.get("vllm-ascend") or {}).get("location"):
+        level = "FAIL" if mode in ("inference", "consistency") and run.rollout == "vllm" else "WARN"
+        found.append(Verdict(level, "vllm-ascend", "vLLM is installed but vLLM-Ascend is not: the vLLM dump key "
+                             "(additional_config.dump_config_path) does nothing on community vLLM"))
+    return found
+
+
+def patch_verdicts(packages: dict[str, Any], mode: str | None) -> tuple[list[Verdict], list[dict[str, Any]]]:
+    """`rlpatch verify` of the mode's rule set on the trees this interpreter imports."""
+    if mode == "training":
+        return [Verdict("OK", "patches", "training mode dumps through verl's own msprobe tool: no patch needed")], []
+    roots = root_options(packages)
+    if not roots:
+        return [Verdict("OK", "patches", "no verl, SGLang or vLLM-Ascend tree imported: nothing to patch")], []
+    selected = mode or "consistency"
+    code, out, err = capture(["verify", "--mode", selected, *roots, "--format", "json"])
+    try:
+        targets = json.loads(out)["targets"]
+    except (ValueError, KeyError):
+        last = (err.strip().splitlines() or ["no answer"])[-1]
+        return [Verdict("WARN", "patches", f"rlpatch verify could not tell the patch state: {last}")], []
+    found = []
+    for target in targets:
+        where = f"{target['package']} {target.get('version') or '?'} at {target['root']}"
+        if target["state"] in ("applied", "not-applicable"):
+            found.append(Verdict("OK", "patches", f"{where}: the {selected} patches are in place ({target['state']})"))
+        else:
+            level = "FAIL" if mode else "WARN"
+            fix = f"rlpatch apply --mode {selected} {ROOT_OPTION[target['package']]} {target['root']}"
+            found.append(Verdict(level, "patches", f"{where}: the {selected} patches are {target['state']}"
+                                 + (f" ({', '.join(target.get('not_applied') or [])})" if target.get("not_applied") else "")
+                                 + f": {fix}" + ("" if mode else " (if you collect in this mode)")))
+    return found, targets
+
+
+def root_options(packages: dict[str, Any]) -> list[str]:
+    """`--verl-root R ...` for the trees the target imports (each the folder holding the package)."""
+    found = []
+    for name, module in PATCHED.items():
+        location = ((packages.get(name) or {}).get("location") or "").rstrip("/")
+        if location.endswith("/" + module):
+            found += [ROOT_OPTION[module], location[: -len(module) - 1]]
+    return found
+
+
+def lint_verdicts(script: str, mode: str | None, packages: dict[str, Any]) -> tuple[list[Verdict], list[dict[str, Any]]]:
+    """The script's findings from `rlpatch lint`, with the versions of the trees the target imports."""
+    argv = ["lint", "--format", "json", *root_options(packages), *(["--mode", mode] if mode else []), script]
+    code, out, err = capture(argv)
+    try:
+        findings = json.loads(out)
+    except ValueError:
+        last = (err.strip().splitlines() or ["no answer"])[-1]
+        return [Verdict("FAIL", "lint", f"rlpatch lint {script}: {last}")], []
+    if not findings:
+        return [Verdict("OK", "lint", f"rlpatch lint {script}: no findings")], []
+    level = {"error": "FAIL", "warning": "WARN", "info": "WARN"}
+    return [Verdict(level.get(f["severity"], "WARN"), f"lint {f['code']}", f"{f['file']}:{f['line']}: {f['message']}")
+            for f in findings], findings

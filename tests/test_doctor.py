@@ -1,0 +1,290 @@
+"""`rlpatch doctor` against target interpreters built here: venvs with small stand-in packages.
+
+Each venv is a real interpreter (`python -m venv --without-pip`) whose site-packages holds only
+what the case needs: no msprobe; an msprobe whose `msprobe.pytorch` needs a torch that is absent;
+a working one; a torch that auto-loads a torch_npu without CANN. The real mindstudio-probe 26.2.0
+with torch CPU is checked in the runtime test at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES, run_cli, snapshot
+
+MSPROBE_METADATA = "Metadata-Version: 2.1\nName: mindstudio-probe\nVersion: {version}\n"
+
+
+def site_packages(venv: Path) -> Path:
+    return venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+
+
+def write(root: Path, files: dict[str, str]) -> None:
+    for relative, text in files.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+
+
+def stand_in_msprobe(version: str = "26.2.0", pytorch: str = "import torch\n\nclass PrecisionDebugger:\n    pass\n") -> dict[str, str]:
+    return {
+        "msprobe/__init__.py": "",
+        "msprobe/pytorch/__init__.py": pytorch,
+        f"mindstudio_probe-{version}.dist-info/METADATA": MSPROBE_METADATA.format(version=version),
+    }
+
+
+STAND_IN_TORCH = {"torch/__init__.py": "__version__ = '2.13.0'\n",
+                  "torch-2.13.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: torch\nVersion: 2.13.0\n"}
+
+
+@pytest.fixture
+def venv(tmp_path):
+    """A factory: a fresh venv with the given stand-in files in its site-packages; returns its python."""
+
+    def make(name: str, *packages: dict[str, str]) -> Path:
+        root = tmp_path / name
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
+        for files in packages:
+            write(site_packages(root), files)
+        return root / "bin" / "python"
+
+    return make
+
+
+def doctor(*args: str):
+    return run_cli("doctor", *args)
+
+
+def doctor_json(*args: str) -> tuple[int, dict]:
+    result = doctor(*args, "--format", "json")
+    assert result.stdout.strip(), result.stderr
+    return result.exit_code, json.loads(result.stdout)
+
+
+def verdict(payload: dict, check: str) -> dict:
+    return next(v for v in payload["verdicts"] if v["check"] == check)
+
+
+def test_no_msprobe(venv):
+    python = venv("bare")
+    result = doctor("--python", str(python))
+    assert result.exit_code == 1, result.stderr
+    assert "mindstudio-probe  absent" in result.stdout
+    assert f"FAIL msprobe-import: msprobe is not installed for {python}" in result.stdout
+    assert f"{python} -m pip install mindstudio-probe" in result.stdout
+
+
+def test_msprobe_without_torch_names_torch(venv):
+    python = venv("notorch", stand_in_msprobe())
+    result = doctor("--python", str(python))
+    assert result.exit_code == 1
+    assert "msprobe import: FAILED: No module named 'torch' (failing module: torch)" in result.stdout
+    assert f"mindstudio-probe  26.2.0           {site_packages(python.parent.parent) / 'msprobe'}" in result.stdout
+    assert "torch             absent" in result.stdout
+
+
+def test_working_msprobe(venv):
+    python = venv("working", stand_in_msprobe(), STAND_IN_TORCH)
+    code, payload = doctor_json("--python", str(python))
+    assert code == 0, payload["verdicts"]
+    assert payload["msprobe_import"]["ok"] is True
+    assert payload["packages"]["torch"]["version"] == "2.13.0"
+    assert payload["interpreter"]["executable"] == str(python)
+    assert verdict(payload, "msprobe-import")["level"] == "OK"
+
+
+def test_torch_npu_without_cann_is_its_own_cause(venv):
+    npu = {"torch/__init__.py": "import torch_npu\n",
+           "torch_npu/__init__.py": "raise ImportError('libascend_hal.so: cannot open shared object file: No such file or directory')\n"}
+    python = venv("npu", stand_in_msprobe(), npu)
+    code, payload = doctor_json("--python", str(python))
+    assert code == 1
+    assert payload["msprobe_import"]["cause"] == "cann"
+    assert "CANN environment is missing" in verdict(payload, "msprobe-import")["message"]
+
+
+def test_old_msprobe_version_gates(venv):
+    python = venv("old", stand_in_msprobe("8.3.0"), STAND_IN_TORCH)
+    code, payload = doctor_json("--python", str(python), "--mode", "consistency")
+    messages = [v["message"] for v in payload["verdicts"] if v["check"] == "msprobe-version"]
+    assert any("consistent_check" in m for m in messages) and any("request_id" in m for m in messages)
+    assert code == 1  # consistency needs request_id (26.2)
+
+
+def test_verl_source_tree_on_pythonpath_only(venv, fixture_tree, monkeypatch):
+    python = venv("withverl", stand_in_msprobe(), STAND_IN_TORCH)
+    tree = fixture_tree("verl_engine")
+    monkeypatch.setenv("PYTHONPATH", str(tree))
+    code, payload = doctor_json("--python", str(python), "--mode", "consistency")
+    verl = payload["packages"]["verl"]
+    assert (verl["location"], verl["version"], verl["version_from"]) == (str(tree / "verl"), "0.9.1", "version file")
+    patches = verdict(payload, "patches")
+    assert code == 1 and patches["level"] == "FAIL" and str(tree) in patches["message"]
+    assert f"rlpatch apply --mode consistency --verl-root {tree}" in patches["message"]
+    assert run_cli("apply", "--verl-root", str(tree)).exit_code == 0
+    code, payload = doctor_json("--python", str(python), "--mode", "consistency")
+    assert code == 0 and verdict(payload, "patches")["level"] == "OK"
+
+
+def test_a_tree_first_on_sys_path_shadows_the_installed_verl(venv, fixture_tree, monkeypatch):
+    installed = {"verl/__init__.py": "", "verl/version/version": "0.8.0\n",
+                 "verl-0.8.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: verl\nVersion: 0.8.0\n"}
+    python = venv("shadowed", stand_in_msprobe(), STAND_IN_TORCH, installed)
+    tree = fixture_tree("verl_engine")
+    monkeypatch.setenv("PYTHONPATH", str(tree))
+    code, payload = doctor_json("--python", str(python))
+    shadow = verdict(payload, "shadowed")
+    assert shadow["level"] == "WARN" and str(tree / "verl") in shadow["message"] and "installed verl 0.8.0" in shadow["message"]
+
+
+def uv_like(bin_dir: Path, python: Path, name: str = "uv") -> Path:
+    """A `uv run [--frozen] python3 ARGS...` stand-in: a shell script that execs the venv's python."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    script = bin_dir / name
+    script.write_text(f'#!/bin/sh\n[ "$1" = run ] && shift\n[ "$1" = --frozen ] && shift\nshift\nexec {python} "$@"\n')
+    script.chmod(0o755)
+    return script
+
+
+def test_uv_run_prefix(venv, tmp_path):
+    python = venv("uvproject", stand_in_msprobe(), STAND_IN_TORCH)
+    uv = uv_like(tmp_path / "bin", python)
+    code, payload = doctor_json("--python", f"{uv} run --frozen python3")
+    assert code == 0, payload["verdicts"]
+    assert payload["interpreter"]["argv"] == [str(uv), "run", "--frozen", "python3"]
+    assert payload["interpreter"]["executable"] == str(python)
+
+
+def test_script_launcher_cwd_and_exported_pythonpath(venv, tmp_path, fixture_tree, monkeypatch):
+    python = venv("scripted", stand_in_msprobe(), STAND_IN_TORCH)
+    uv_like(tmp_path / "bin", python)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    tree = fixture_tree("verl_engine")
+    project = tmp_path / "project"
+    project.mkdir()
+    script = project / "run.sh"
+    script.write_text(f'export PYTHONPATH={tree}:$PYTHONPATH\nLAUNCH=(uv run --frozen python3)\n'
+                      '"${LAUNCH[@]}" -m verl.trainer.main_ppo trainer.nnodes=1\n')
+    code, payload = doctor_json("--script", str(script))
+    assert payload["interpreter"]["argv"] == ["uv", "run", "--frozen", "python3"]
+    assert payload["interpreter"]["cwd"] == str(project)
+    assert payload["packages"]["verl"]["location"] == str(tree / "verl")
+    assert any(v["check"].startswith("lint") for v in payload["verdicts"])
+
+
+def test_py_executable_is_the_workers_python(venv, tmp_path):
+    workers = venv("workers", stand_in_msprobe(), STAND_IN_TORCH)
+    script = tmp_path / "run.sh"
+    script.write_text(f"{sys.executable} -m verl.trainer.main_ppo +ray_kwargs.ray_init.runtime_env.py_executable={workers}\n")
+    code, payload = doctor_json("--script", str(script))
+    assert payload["interpreter"]["executable"] == str(workers)
+    assert "py_executable" in payload["interpreter"]["chosen_by"]
+    differs = verdict(payload, "workers-python")
+    assert differs["level"] == "WARN" and str(workers) in differs["message"] and sys.executable in differs["message"]
+
+
+def test_install_uses_the_targets_pip_then_checks_again(venv):
+    # A stand-in pip that "installs" the stand-in msprobe into its own site-packages.
+    files = "".join(f"    {relative!r}: {text!r},\n" for relative, text in stand_in_msprobe().items())
+    fake_pip = {"pip/__init__.py": "", "pip/__main__.py": (
+        "import os, sys\nhere = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))\n"
+        f"FILES = {{\n{files}}}\n"
+        "assert sys.argv[1:] == ['install', 'mindstudio-probe'], sys.argv\n"
+        "for relative, text in FILES.items():\n"
+        "    path = os.path.join(here, relative)\n    os.makedirs(os.path.dirname(path), exist_ok=True)\n"
+        "    open(path, 'w').write(text)\nprint('Successfully installed mindstudio-probe-26.2.0')\n")}
+    python = venv("installable", fake_pip, STAND_IN_TORCH)
+    before = snapshot(python.parent.parent)
+    assert doctor("--python", str(python)).exit_code == 1
+    assert snapshot(python.parent.parent) == before  # without --install nothing changes
+    result = doctor("--python", str(python), "--install")
+    assert result.stderr.startswith(f"installing: {python} -m pip install mindstudio-probe\n"), result.stderr
+    assert result.exit_code == 0, result.stdout
+    assert "msprobe import: OK" in result.stdout
+
+
+# --- bad input: one line, exit 2, nothing on stdout ---------------------------------------------
+
+
+def _one_line_error(result, *words: str) -> None:
+    assert result.exit_code == 2, result.stdout + result.stderr
+    assert result.stdout == ""
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("rlpatch: error: "), result.stderr
+    for word in words:
+        assert word in result.stderr
+
+
+def test_interpreter_not_found_names_it(tmp_path):
+    missing = tmp_path / "no-such-python"
+    _one_line_error(doctor("--python", str(missing)), str(missing), "no such interpreter")
+    _one_line_error(doctor("--python", f"{missing} run python3"), str(missing))
+
+
+def test_not_a_python(tmp_path):
+    _one_line_error(doctor("--python", "/bin/true"), "/bin/true", "not a working Python")
+
+
+def test_probe_timeout(venv):
+    python = venv("slow", stand_in_msprobe(pytorch="import time\ntime.sleep(30)\n"))
+    _one_line_error(doctor("--python", str(python), "--timeout", "1"), "timed out")
+
+
+def test_bad_scripts(tmp_path):
+    _one_line_error(doctor("--script", str(tmp_path / "missing.sh")), "missing.sh")
+    empty = tmp_path / "empty.sh"
+    empty.write_text("echo hello\n")
+    _one_line_error(doctor("--script", str(empty)), "no verl launch")
+    unknown = tmp_path / "unknown.sh"
+    unknown.write_text("$(pick_python) -m verl.trainer.main_ppo trainer.nnodes=1\n")
+    _one_line_error(doctor("--script", str(unknown)), "pass --python")
+
+
+@pytest.mark.parametrize("command", ["doctor", "verify", "status", "apply", "revert"])
+def test_bad_ray_runtime_env(command):
+    _one_line_error(run_cli(command, "--ray", "auto", "--ray-runtime-env", "{not json"), "--ray-runtime-env", "JSON")
+    _one_line_error(run_cli(command, "--ray", "auto", "--ray-runtime-env", "[1]"), "JSON object")
+
+
+def test_ray_missing_is_one_line_with_the_install_hint():
+    code = ("import sys; sys.modules['ray'] = None\n"
+            "from rlpatch.cli import main\nmain(['verify', '--ray', 'auto'])\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and "pip install 'rlpatch[ray]'" in done.stderr, done.stderr
+
+
+def test_ray_bad_address_is_one_line(tmp_path, monkeypatch):
+    pytest.importorskip("ray")
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    _one_line_error(run_cli("verify", "--ray", "127.0.0.1:9", "--ray-timeout", "5"), "--ray 127.0.0.1:9")
+
+
+# --- the real mindstudio-probe 26.2.0 with torch CPU ------------------------------------------------
+
+
+@pytest.mark.runtime
+def test_real_msprobe_in_this_venv():
+    pytest.importorskip("msprobe")
+    code, payload = doctor_json("--python", sys.executable, "--mode", "training")
+    assert payload["packages"]["mindstudio-probe"]["version"] == "26.2.0"
+    assert payload["packages"]["torch"]["location"]
+    assert payload["msprobe_import"]["ok"] is True, payload["msprobe_import"]
+    assert verdict(payload, "msprobe-import")["level"] == "OK"
+    assert code == 0, payload["verdicts"]
+
+
+def test_fixture_tree_is_untouched_by_doctor(venv, monkeypatch):
+    """doctor only reads: the trees it checks are byte for byte what they were."""
+    python = venv("readonly", stand_in_msprobe(), STAND_IN_TORCH)
+    before = snapshot(FIXTURES / "verl_engine")
+    monkeypatch.setenv("PYTHONPATH", str(FIXTURES / "verl_engine"))
+    doctor("--python", str(python), "--mode", "consistency")
+    assert snapshot(FIXTURES / "verl_engine") == before
