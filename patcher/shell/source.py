@@ -11,6 +11,7 @@ from __future__ import annotations
 import bisect
 import os
 from functools import cached_property
+from itertools import accumulate
 from typing import NamedTuple
 
 from rlpatch.errors import InputError
@@ -37,6 +38,8 @@ class Span(NamedTuple):
     def contains_line(self, line: int) -> bool:
         return self.line <= line <= self.end_line
 
+
+_STARTS_CHAR = bytes(0 if 0x80 <= byte < 0xC0 else 1 for byte in range(256))
 
 # `_new(Span, (...))` skips the Python-level NamedTuple __new__ (all five fields given, in order).
 _new = tuple.__new__
@@ -96,11 +99,12 @@ class SourceFile:
     @cached_property
     def _byte_to_char(self) -> list[int] | None:
         """Byte offset -> character offset table; None when the text is ASCII (identity)."""
-        if len(self.encoded) == len(self.text):
+        data = self.encoded
+        if len(data) == len(self.text):
             return None
-        table = []
-        for index, char in enumerate(self.text):
-            table.extend([index] * len(char.encode("utf-8")))
+        # Each byte's character is the number of characters started at or before it, minus one
+        # (UTF-8 continuation bytes are 0b10xxxxxx): counted in C, not a Python loop per character.
+        table = [index - 1 for index in accumulate(map(_STARTS_CHAR.__getitem__, data))]
         table.append(len(self.text))
         return table
 
