@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 
 from rlpatch import registry
@@ -247,6 +246,8 @@ def _statement_lines(root) -> list[tuple[int, int]]:
 # ---- running a rule's own cases (tests, `rlpatch rule`) -----------------------------------------
 def lint_case(rule_cls: type[LintRule], case: Case, directory: str | None = None) -> list[Finding]:
     """Lint one Case in a temporary directory with only `rule_cls` selected; its findings."""
+    import tempfile
+
     with tempfile.TemporaryDirectory(prefix="rlpatch-case-") as tmp:
         base = directory or tmp
         for name, text in case.files.items():
