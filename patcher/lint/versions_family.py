@@ -11,7 +11,6 @@ never imports libcst.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -105,6 +104,8 @@ def verify_states(ctx: LintContext, backend: str) -> tuple[list[dict[str, Any]],
 
 
 def _run_verify(command: list[str]) -> tuple[list[dict[str, Any]], str | None]:
+    import subprocess  # here: only a consistency run with a target asks `rlpatch verify`
+
     try:
         result = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
     except (OSError, subprocess.TimeoutExpired) as err:

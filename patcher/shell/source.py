@@ -104,7 +104,8 @@ class SourceFile:
             return None
         # Each byte's character is the number of characters started at or before it, minus one
         # (UTF-8 continuation bytes are 0b10xxxxxx): counted in C, not a Python loop per character.
-        table = [index - 1 for index in accumulate(map(_STARTS_CHAR.__getitem__, data))]
+        table = list(accumulate(map(_STARTS_CHAR.__getitem__, data), initial=-1))
+        table[0:1] = []
         table.append(len(self.text))
         return table
 

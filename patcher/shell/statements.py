@@ -337,7 +337,7 @@ class Shell(ControlFlow):
             return None
         if name is not None and name in self.functions:
             return self.call(name, argv[1:])
-        launch = find_launch(argv, self.node_span(node), self.launch_env(prefix))
+        launch = find_launch(argv, self.node_span(node), lambda: self.launch_env(prefix))
         if launch is not None:
             self.run.launch(launch)
         return None
