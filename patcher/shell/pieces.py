@@ -54,7 +54,12 @@ def unknown_descs(word: Sequence[Piece]) -> list[str]:
 
 
 class Value:
-    """A shell variable's value: a scalar word or an array of words, and where it was assigned."""
+    """A shell variable's value: a scalar word or an array of words, and where it was assigned.
+
+    `scalar` and `array` are never changed in place once the Value is built (an assignment makes a
+    new Value): the expander's memo compares the values it read by identity first. Only
+    `exported` changes (`export NAME`), and expansion never looks at it.
+    """
 
     __slots__ = ("scalar", "array", "span", "exported")
 

@@ -283,12 +283,16 @@ class Expander(ParameterExpansion, ArithmeticExpansion):
 _MEMO_VARIANTS = 16  # remembered expansions per word (one per distinct set of values it read)
 
 
-def _token(value: Value | None | str) -> tuple | None | str:
-    """What an expansion can see of a looked-up variable: its words (not where it was assigned,
-    nor whether it is exported)."""
-    if isinstance(value, Value):
-        return (value.scalar, None if value.array is None else tuple(value.array))
-    return value
+def _same(now: Value | None | str, then: Value | None | str) -> bool:
+    """Whether an expansion would see the same thing in `now` as in `then`: the same words (not
+    where the variable was assigned, nor whether it is exported). Values are never changed in
+    place, so the same object is the same value; another path's copy compares equal word for
+    word, and its words are mostly the very same tuples (remembered), so the comparison is short."""
+    if now is then:
+        return True
+    if isinstance(now, Value) and isinstance(then, Value):
+        return now.scalar == then.scalar and now.array == then.array
+    return now == then
 
 
 class _Recorder:
@@ -304,7 +308,7 @@ class _Recorder:
 
     def lookup(self, name: str) -> Value | None | str:
         value = self.scope.lookup(name)
-        self.reads.append((0, name, _token(value)))
+        self.reads.append((0, name, value))
         return value
 
     def positional(self) -> list[Word]:
@@ -328,11 +332,11 @@ class _Recorder:
 def _reads_hold(scope: Scope, reads: tuple) -> bool:
     for kind, name, answer in reads:
         if kind == 0:
-            now = _token(scope.lookup(name))
+            if not _same(scope.lookup(name), answer):
+                return False
         elif kind == 1:
-            now = tuple(scope.positional())
-        else:
-            now = scope.positional_known()
-        if now != answer:
+            if tuple(scope.positional()) != answer:
+                return False
+        elif scope.positional_known() != answer:
             return False
     return True
