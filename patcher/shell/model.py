@@ -190,6 +190,7 @@ class Run:
     _memo_size: int = field(default=-1, repr=False)
     _settings: dict[str, Setting] = field(default_factory=dict, repr=False)
     _last: dict[str, Override] = field(default_factory=dict, repr=False)
+    _inference: list[Override] | None = field(default=None, repr=False)  # asked by every rule, via `mode`
 
     # ---- construction ---------------------------------------------------------------------
     @classmethod
@@ -261,6 +262,7 @@ class Run:
         """(Re)build the memos when the override list changed (it is built once, in from_launch)."""
         if self._memo_size != len(self.overrides):
             self._memo_size, self._settings, self._last = len(self.overrides), {}, {o.key: o for o in self.overrides}
+            self._inference = None
 
     def last_override(self, key: str) -> Override | None:
         """The override that decides `key` (later overrides win, as in Hydra)."""
@@ -306,7 +308,10 @@ class Run:
 
     # ---- what the run is ----------------------------------------------------------------------
     def inference_dump_overrides(self) -> list[Override]:
-        return [o for o in self.overrides if o.key in INFERENCE_DUMP_KEYS and o.prefix != "~"]
+        self._refresh()
+        if self._inference is None:
+            self._inference = [o for o in self.overrides if o.key in INFERENCE_DUMP_KEYS and o.prefix != "~"]
+        return list(self._inference)
 
     @property
     def training_tool(self) -> bool:
