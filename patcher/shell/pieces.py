@@ -34,6 +34,8 @@ Word = tuple[Piece, ...]
 
 def word_text(word: Sequence[Piece]) -> str | None:
     """The word's text, or None when any piece is unknown."""
+    if len(word) == 1:  # most words are one piece: its text (or None) is the word's
+        return word[0][0]
     try:
         return "".join([piece[0] for piece in word])  # piece[0] is .text (hot path: no attribute lookup)
     except TypeError:  # a None (unknown) piece
