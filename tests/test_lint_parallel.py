@@ -70,3 +70,37 @@ def test_a_dying_worker_is_an_error_not_a_hang(monkeypatch, tmp_path: Path) -> N
     rules = engine.select_rules(None, None)
     with pytest.raises(InputError, match="--jobs 1"):
         engine.lint_paths([(p, LintOptions(), rules) for p in paths], jobs=2)
+
+
+def test_default_jobs_lint_a_few_small_files_in_process(tmp_path: Path) -> None:
+    from rlpatch.lint import engine
+    from rlpatch.lint.rule import LintOptions
+
+    small = tmp_path / "small.sh"
+    small.write_text("python3 -m verl.trainer.main_ppo trainer.nnodes=1\n")
+    big = tmp_path / "big.sh"
+    big.write_text("# x\n" * (engine.IN_PROCESS_BYTES // 4 + 1))
+    rules = engine.select_rules(None, None)
+    tasks = [(str(small), LintOptions(), rules)] * 3
+    assert engine.default_jobs(tasks) == 1
+    assert engine.default_jobs(tasks[:1] + [(str(big), LintOptions(), rules)]) == (os.cpu_count() or 1)
+    assert engine.default_jobs([("-", LintOptions(), rules)] * 2, b"x" * engine.IN_PROCESS_BYTES) == (os.cpu_count() or 1)
+
+
+def test_workers_share_by_size_and_keep_task_order(tmp_path: Path) -> None:
+    from rlpatch.lint import engine
+    from rlpatch.lint.rule import LintOptions
+
+    paths = []
+    for index, lines in enumerate([40, 1, 1, 30, 1, 20, 1]):
+        path = tmp_path / f"s{index}.sh"
+        path.write_text("python3 -m verl.trainer.main_ppo \\\n" + "  trainer.nnodes=1 \\\n" * lines + "  x=1\n")
+        paths.append(str(path))
+    rules = engine.select_rules(None, None)
+    tasks = [(p, LintOptions(), rules) for p in paths]
+    shares = engine._shares(tasks, None, 3)
+    assert sorted(i for share in shares for i in share) == list(range(len(paths)))
+    assert [share[0] for share in shares] == [0, 3, 5]  # the three biggest start three different shares
+    serial = engine.lint_paths(tasks, jobs=1)
+    forked = engine.lint_paths(tasks, jobs=3)
+    assert [(r.path, r.findings, r.error) for r in forked] == [(r.path, r.findings, r.error) for r in serial]

@@ -146,7 +146,8 @@ def _groups(files: tuple[str, ...], no_config: bool) -> list[tuple[dict[str, Any
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even with findings (input errors still exit 2).")
 @click.option("--allow-level", multiple=True, help="msprobe levels accepted besides mix (RL109).")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), metavar="N",
-              help="Lint several files in N worker processes (default: the number of CPUs; 1 = in-process).")
+              help="Lint several files in N worker processes (default: the number of CPUs for a large input, "
+                   "in-process for a few small files; 1 = in-process).")
 @_common
 @click.pass_context
 def lint_cmd(ctx: click.Context, files: tuple[str, ...], fmt: str, select, ignore, fail_on, exit_zero, allow_level,
@@ -156,7 +157,7 @@ def lint_cmd(ctx: click.Context, files: tuple[str, ...], fmt: str, select, ignor
 
     Extra Hydra overrides after `--` are passed to the script as "$@".
     """
-    from rlpatch.lint.engine import LintTask, exit_code, lint_paths, select_rules
+    from rlpatch.lint.engine import LintTask, default_jobs, exit_code, lint_paths, select_rules
     from rlpatch.lint.report import REPORTERS
 
     extra = ctx.meta.get("rlpatch.extra", [])
@@ -173,7 +174,7 @@ def lint_cmd(ctx: click.Context, files: tuple[str, ...], fmt: str, select, ignor
         fail = fail or FAIL_ON[str(table.get("fail_on", "E")).upper()]
         zero = zero or bool(table.get("exit_zero"))
         tasks.extend((path, options, rules) for path in paths)
-    results = lint_paths(tasks, stdin, jobs or os.cpu_count() or 1)
+    results = lint_paths(tasks, stdin, jobs or default_jobs(tasks, stdin))
     for result in results:
         if result.error:
             click.echo(f"rlpatch: error: {result.error}", err=True)

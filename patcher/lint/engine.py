@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 
 from rlpatch import registry
@@ -174,25 +173,19 @@ def _lint_path(path: str, options: LintOptions, rules: list[LintRule], stdin_tex
         return FileResult(path, error=f"{path}: script nested too deeply to read")
 
 
-# ---- many files: in-process or a worker pool ------------------------------------------------------
+# ---- many files: in-process or forked workers ----------------------------------------------------
 LintTask = tuple[str, LintOptions, list[LintRule]]
 
-# What forked workers lint: set just before the pool forks, so workers inherit it instead of
-# unpickling options and rule objects for every file (only an index travels to a worker).
-_POOL_TASKS: list[LintTask] = []
-_POOL_STDIN: bytes | None = None
+# Below this much script text, `--jobs` left to its default lints in-process: forking and sending
+# results back costs more than the few milliseconds a handful of scripts take (a pre-commit hook).
+IN_PROCESS_BYTES = 96 * 1024
 
 
-def _lint_task(index: int) -> FileResult:
-    path, options, rules = _POOL_TASKS[index]
-    return _findings_only(lint_path(path, options, rules, _POOL_STDIN))
-
-
-def _ignore_interrupts() -> None:
-    """Ctrl-C is the parent's to handle (it stops the pool): no traceback from every worker."""
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+def default_jobs(tasks: list[LintTask], stdin_text: bytes | None = None) -> int:
+    """`--jobs` when not given: one worker per CPU (like ruff) for a big input, else in-process."""
+    if len(tasks) < 2 or sum(task_sizes(tasks, stdin_text)) < IN_PROCESS_BYTES:
+        return 1
+    return os.cpu_count() or 1
 
 
 def _findings_only(result: FileResult) -> FileResult:
@@ -207,32 +200,83 @@ def lint_paths(tasks: list[LintTask], stdin_text: bytes | None = None, jobs: int
     several tasks, forked workers share the files (like ruff); otherwise, and where fork is
     unavailable, they run in-process."""
     workers = min(jobs, len(tasks))
-    if workers > 1:
-        import multiprocessing  # only here: a single-file run must not pay for the import
-
-        if "fork" in multiprocessing.get_all_start_methods():
-            return _lint_in_pool(tasks, stdin_text, workers, multiprocessing.get_context("fork"))
+    if workers > 1 and hasattr(os, "fork"):
+        return _lint_forked(tasks, stdin_text, workers)
     return [_findings_only(lint_path(path, options, rules, stdin_text)) for path, options, rules in tasks]
 
 
-def _lint_in_pool(tasks: list[LintTask], stdin_text: bytes | None, workers: int, context) -> list[FileResult]:
-    global _POOL_TASKS, _POOL_STDIN
-    _POOL_TASKS, _POOL_STDIN = tasks, stdin_text
-    # Small chunks balance scripts of very different sizes; not one-by-one, which costs a round
-    # trip per file.
-    chunk = max(1, len(tasks) // (workers * 8))
-    # concurrent.futures, not multiprocessing.Pool: a worker that dies (a crash in native code)
-    # breaks the executor with an error, where Pool.map would wait for its lost task forever.
-    from concurrent.futures import ProcessPoolExecutor
-    from concurrent.futures.process import BrokenProcessPool
+def task_sizes(tasks: list[LintTask], stdin_text: bytes | None = None) -> list[int]:
+    """Each task's size in bytes (0 when it cannot be read: it costs nothing to lint)."""
+    sizes = []
+    for path, _, _ in tasks:
+        try:
+            sizes.append(len(stdin_text or b"") if path == "-" else os.path.getsize(path))
+        except OSError:
+            sizes.append(0)
+    return sizes
 
+
+def _shares(tasks: list[LintTask], stdin_text: bytes | None, workers: int) -> list[list[int]]:
+    """Task indices dealt to `workers` workers, biggest file first to the least loaded (sizes are
+    known before the work: no queue and no round trip per file are needed to balance it)."""
+    sizes = task_sizes(tasks, stdin_text)
+    shares: list[list[int]] = [[] for _ in range(workers)]
+    loads = [0] * workers
+    for index in sorted(range(len(tasks)), key=lambda i: -sizes[i]):
+        least = loads.index(min(loads))
+        shares[least].append(index)
+        loads[least] += sizes[index] + 1
+    return [share for share in shares if share]
+
+
+def _lint_forked(tasks: list[LintTask], stdin_text: bytes | None, workers: int) -> list[FileResult]:
+    """Fork one worker per share: it inherits the loaded rules and options (nothing to pickle on
+    the way in), lints its files and sends the results back through a pipe in one piece. Cheaper
+    to start than a process pool by far, which matters on a pre-commit hook's few files."""
+    import gc
+    import pickle
+    import signal
+
+    children: list[tuple[int, int, list[int]]] = []
+    results: list[FileResult | None] = [None] * len(tasks)
+    # What exists now (modules, rules, options) is never garbage: frozen, the workers' collections
+    # do not walk it, nor copy its pages (each visit of an inherited object writes to its page).
+    gc.freeze()
     try:
-        with ProcessPoolExecutor(workers, mp_context=context, initializer=_ignore_interrupts) as pool:
-            return list(pool.map(_lint_task, range(len(tasks)), chunksize=chunk))
-    except BrokenProcessPool:
-        raise InputError("a lint worker process died; run with --jobs 1 to see which file") from None
+        for share in _shares(tasks, stdin_text, workers):
+            read_end, write_end = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # the worker: never returns into the caller's code
+                status = 1
+                try:
+                    os.close(read_end)
+                    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+                    done = [(i, _findings_only(lint_path(*tasks[i], stdin_text))) for i in share]
+                    with os.fdopen(write_end, "wb") as pipe:
+                        pickle.dump(done, pipe, protocol=pickle.HIGHEST_PROTOCOL)
+                    status = 0
+                finally:
+                    os._exit(status)  # no atexit handlers, no second flush of the parent's buffers
+            os.close(write_end)
+            children.append((pid, read_end, share))
+        for pid, read_end, _ in children:
+            with os.fdopen(read_end, "rb") as pipe:
+                data = pipe.read()
+            _, status = os.waitpid(pid, 0)
+            if status != 0 or not data:
+                raise InputError("a lint worker process died; run with --jobs 1 to see which file")
+            for index, result in pickle.loads(data):
+                results[index] = result
     finally:
-        _POOL_TASKS, _POOL_STDIN = [], None
+        for pid, _, _ in children:  # after an error: end the workers this call started, by PID
+            try:
+                if os.waitpid(pid, os.WNOHANG) == (0, 0):
+                    os.kill(pid, signal.SIGTERM)
+                    os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+        gc.unfreeze()
+    return results  # type: ignore[return-value]
 
 
 def exit_code(results: list[FileResult], fail_on: str, exit_zero: bool) -> int:
@@ -315,6 +359,8 @@ def _statement_lines(root) -> list[tuple[int, int]]:
 # ---- running a rule's own cases (tests, `rlpatch rule`) -----------------------------------------
 def lint_case(rule_cls: type[LintRule], case: Case, directory: str | None = None) -> list[Finding]:
     """Lint one Case in a temporary directory with only `rule_cls` selected; its findings."""
+    import tempfile
+
     with tempfile.TemporaryDirectory(prefix="rlpatch-case-") as tmp:
         base = directory or tmp
         for name, text in case.files.items():

@@ -9,12 +9,15 @@ continuations, via `Arg.sub_span`).
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
-from rlpatch.lint.hydra_schema import OverrideRecord, SchemaResult, lint_overrides
 from rlpatch.lint.rule import LintContext, LintOptions
 from rlpatch.lint.versions_family import _cache
 from rlpatch.shell.model import Override
 from rlpatch.upstream.envprobe import probe_here
+
+if TYPE_CHECKING:  # imported when a run is checked: a lint that never gets there does not pay for it
+    from rlpatch.lint.hydra_schema import OverrideRecord, SchemaResult
 
 _ATTRIBUTE = "_rlpatch_schema_result"
 
@@ -30,6 +33,8 @@ def schema_result(ctx: LintContext) -> SchemaResult:
 
 
 def _compute(ctx: LintContext) -> SchemaResult:
+    from rlpatch.lint.hydra_schema import lint_overrides
+
     run = ctx.run
     records = [_record(o) for o in run.overrides]
     options = ctx.options
@@ -66,6 +71,8 @@ _KEY_ONLY_CODES = ("RL302", "RL304")
 
 
 def _record(override: Override) -> OverrideRecord:
+    from rlpatch.lint.hydra_schema import OverrideRecord
+
     if override.value_known:
         return OverrideRecord(override.text, override.prefix, override.key, override.value)
     text = f"{override.prefix}{override.key}" + ("" if override.prefix == "~" else f"={_PLACEHOLDER}")
@@ -79,8 +86,12 @@ def _decidable(override: Override, code: str) -> bool:
 
 def report(ctx: LintContext, code: str) -> None:
     """Report this rule's problems; the one-line "skipped" note when the family cannot run."""
+    if not _target_named(ctx.options):
+        # No verl named and none installed here: the verdict could only be "skipped" (no verl tree
+        # found), which stays silent; do not even import the schema module to learn it.
+        return
     result = schema_result(ctx)
-    if result.skipped and _target_named(ctx.options):
+    if result.skipped:
         ctx.report(result.skipped, at=ctx.run.entry_span, severity="info", code="RL002")
     overrides = ctx.run.overrides
     for problem in result.problems:

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from rlpatch.lint.msprobe_config import check_file
-from rlpatch.lint.msprobe_schema import ConfigFinding, Options
 from rlpatch.lint.rule import Finding, LintContext, LintRule
 from rlpatch.shell.model import INFERENCE_DUMP_KEYS, Run
 from rlpatch.shell.source import Span
+
+if TYPE_CHECKING:  # imported when a config file is really checked: most scripts reference none
+    from rlpatch.lint.msprobe_schema import ConfigFinding, Options
 
 TRAINING_CONFIG_KEY = "global_profiler.global_tool_config.precision_debugger.config_path"
 ACTOR_ENV = "MSPROBE_ACTOR_CONFIG"
@@ -52,6 +54,8 @@ def references(run: Run) -> list[Reference]:
 def options_for(reference: Reference, run: Run) -> Options:
     """What the run adds to the file: verl passes dump_path itself for its training tool; RL105
     already reports a missing dump_path on the inference side; RL507 applies in consistency runs."""
+    from rlpatch.lint.msprobe_schema import Options
+
     mode = run.mode
     if reference.role == "training":
         file_mode = "training"
@@ -71,6 +75,8 @@ def run_findings(ctx: LintContext) -> list[tuple[ConfigFinding, Reference]]:
     for reference in references(ctx.run):
         path = ctx.resolve_path(reference.text)
         if os.path.isfile(path):  # a path that exists only on the cluster is not this linter's to judge
+            from rlpatch.lint.msprobe_config import check_file
+
             results.extend((finding, reference) for finding in check_file(path, options_for(reference, ctx.run)))
     setattr(ctx.run, _ATTRIBUTE, results)
     return results
@@ -113,6 +119,9 @@ def _span(finding: ConfigFinding) -> Span:
 
 def lint_config_file(path: str, rules: list[LintRule]) -> list[Finding]:
     """`rlpatch lint config.json`: the file alone, as msprobe reads it (the selected RL5xx rules)."""
+    from rlpatch.lint.msprobe_config import check_file
+    from rlpatch.lint.msprobe_schema import Options
+
     codes = {rule.code for rule in rules}
     return sorted(
         (Finding(f.code, f.severity, f.message, _span(f)) for f in check_file(path, Options()) if f.code in codes),  # type: ignore[arg-type]

@@ -11,7 +11,6 @@ never imports libcst.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -131,6 +130,8 @@ def verify_trainers(ctx: LintContext, backend: str) -> tuple[list[dict[str, Any]
 
 
 def _run_verify(command: list[str]) -> tuple[list[dict[str, Any]], str | None, list[dict[str, Any]]]:
+    import subprocess  # here: only a consistency run with a target asks `rlpatch verify`
+
     try:
         result = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
     except (OSError, subprocess.TimeoutExpired) as err:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from rlpatch.shell.source import Span
 
@@ -52,8 +52,18 @@ class Launch:
         return (self.command_span, tuple((a.text, a.span) for a in self.args), env)
 
 
-def find_launch(argv: list["Arg"], command_span: Span, env: dict[str, "Value"]) -> Launch | None:
-    """The verl launch in this argv, or None when the command runs something else."""
+def find_launch(argv: list["Arg"], command_span: Span, env: "dict[str, Value] | Callable[[], dict[str, Value]]"
+                ) -> Launch | None:
+    """The verl launch in this argv, or None when the command runs something else. `env` may be a
+    function that builds it: most commands are not launches and never need their environment."""
+    found = _find_entry(argv)
+    if found is None:
+        return None
+    entry, entry_arg, launcher, args = found
+    return Launch(entry, entry_arg, launcher, args, command_span, env() if callable(env) else env)
+
+
+def _find_entry(argv: list["Arg"]) -> "tuple[str, Arg, list[Arg], list[Arg]] | None":
     for index, arg in enumerate(argv):
         text = arg.text
         if text is None:
@@ -61,7 +71,7 @@ def find_launch(argv: list["Arg"], command_span: Span, env: dict[str, "Value"]) 
         if text == "-m" and index + 1 < len(argv):
             module = argv[index + 1].text
             if module is not None and ENTRY_MODULE_RE.fullmatch(module):
-                return Launch(module, argv[index + 1], argv[:index], argv[index + 2:], command_span, env)
+                return module, argv[index + 1], argv[:index], argv[index + 2:]
         elif text.endswith(".py") and ENTRY_SCRIPT_RE.search(text):
-            return Launch(text, arg, argv[:index], argv[index + 1:], command_span, env)
+            return text, arg, argv[:index], argv[index + 1:]
     return None

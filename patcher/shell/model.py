@@ -121,6 +121,7 @@ class Run:
     _settings: dict[str, Setting] = field(default_factory=dict, repr=False)
     _last: dict[str, Override] = field(default_factory=dict, repr=False)
     _effective: list[Override] = field(default_factory=list, repr=False)
+    _inference: list[Override] | None = field(default=None, repr=False)  # asked by every rule, via `mode`
 
     # ---- construction ---------------------------------------------------------------------
     @classmethod
@@ -192,6 +193,7 @@ class Run:
         """(Re)build the memos when the override list changed (it is built once, in from_launch)."""
         if self._memo_size != len(self.overrides):
             self._memo_size, self._settings, self._last = len(self.overrides), {}, {}
+            self._inference = None
             # a dict value sets its leaves too (Hydra merges it): `key={a:1}` is also `key.a=1`
             self._effective = [item for override in self.overrides for item in (override, *override.leaves())]
             for override in self._effective:
@@ -250,7 +252,10 @@ class Run:
 
     # ---- what the run is ----------------------------------------------------------------------
     def inference_dump_overrides(self) -> list[Override]:
-        return [o for o in self.effective_overrides() if o.key in INFERENCE_DUMP_KEYS and o.prefix != "~"]
+        effective = self.effective_overrides()  # refreshes the memo, and _inference with it
+        if self._inference is None:
+            self._inference = [o for o in effective if o.key in INFERENCE_DUMP_KEYS and o.prefix != "~"]
+        return list(self._inference)
 
     def live_inference_dump_overrides(self) -> list[Override]:
         """The inference dump overrides whose key does not end up null (a later `key=null`, as

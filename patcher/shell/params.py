@@ -20,6 +20,7 @@ _LENGTH_RE = re.compile(r"#([A-Za-z_][A-Za-z0-9_]*|[@*#0-9])(\[[@*]\])?")  # ${#
 _SPECIAL_PARAM_RE = re.compile(r"[0-9]+|[@*#?$!-]")
 _PARAM_OPS = (":-", ":=", ":+", ":?", "-", "=", "+", "?", ",,", ",", "^^", "^", "##", "#", "%%", "%", "//", "/#",
               "/%", "/", ":", "@")
+_PARAM_OP_RE = re.compile("|".join(re.escape(op) for op in _PARAM_OPS))  # alternatives tried in order
 
 
 class ParameterExpansion:
@@ -66,7 +67,8 @@ class ParameterExpansion:
                 return
             subscript = inner[rest + 1:close]
             rest = close + 1
-        op = next((candidate for candidate in _PARAM_OPS if inner.startswith(candidate, rest)), "") if rest < len(inner) else ""
+        found = _PARAM_OP_RE.match(inner, rest)  # the first of _PARAM_OPS that matches there
+        op = found.group() if found else ""
         operand_start = body + rest + len(op)
         value = self._subscripted(name, subscript, via, whole)
         if isinstance(value, list):  # ${A[@]} (possibly with an operator we do not model)
@@ -116,10 +118,9 @@ class ParameterExpansion:
 
     def _apply_op(self, name: str, value: Word | str | None, op: str, operand_start: int, operand_end: int,
                   via: Span, whole: str) -> Word:
-        unknown = (Piece(None, via, desc=whole),)
         if not op:
             if value == "unknown":
-                return unknown
+                return _unknown(via, whole)
             return value if isinstance(value, tuple) else (Piece("", via),)
         if op in (":-", "-", ":=", "=", ":+", "+", ":?", "?"):
             if value == "unknown":
@@ -131,29 +132,35 @@ class ParameterExpansion:
             else:
                 state = True if op[0] != ":" else word_known_prefix_nonempty(value)  # type: ignore[arg-type]
             if state is None:
-                return unknown
+                return _unknown(via, whole)
             operand = lambda: self._nested().scalar(operand_start, operand_end)  # noqa: E731
             if op in (":+", "+"):
                 return operand() if state else (Piece("", via),)
             if state:
                 return value  # type: ignore[return-value]
             if op in (":?", "?"):
-                return unknown
+                return _unknown(via, whole)
             word = operand()
             if op in (":=", "="):
                 self.scope.assign_default(name, word, self.src.span(operand_start, operand_end))
             return word
         if value == "unknown" or value is None:
-            return unknown if value == "unknown" else (Piece("", via),)
+            return _unknown(via, whole) if value == "unknown" else (Piece("", via),)
         text = word_text(value)  # type: ignore[arg-type]
         if text is None:
-            return unknown
+            return _unknown(via, whole)
         operand_text = word_text(self._nested().scalar(operand_start, operand_end))
         transformed = _transform(text, op, operand_text, self.arith_text)
         if transformed is None:
-            return unknown
+            return _unknown(via, whole)
         return (Piece(transformed, via, via=via),)
 
+
+
+def _unknown(via: Span, whole: str) -> Word:
+    """`(Piece(None, via, desc=whole),)`, built only when needed and without the NamedTuple's
+    Python-level __new__ (every `${X:-default}` used to build one it then threw away)."""
+    return (tuple.__new__(Piece, (None, via, False, None, whole, ())),)
 
 
 def _join_words(words: list[Word], via: Span) -> Word:

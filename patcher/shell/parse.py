@@ -7,11 +7,14 @@ rest of the file: that one is reported as an input error instead of being linted
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 from rlpatch.errors import InputError
 from rlpatch.shell.source import SourceFile
+
+_NON_ASCII_BYTE = re.compile(rb"[\x80-\xff]")
 
 
 @lru_cache(maxsize=1)
@@ -33,6 +36,9 @@ def _parser():
 @dataclass
 class ParsedScript:
     tree: object  # tree_sitter.Tree
+    # Per-tree memo for the evaluator, keyed by node ids (which are only unique within one tree):
+    # what a statement's nodes say does not change from one path of the script to the next.
+    memo: dict = field(default_factory=dict, repr=False, compare=False)
 
 
 def parse_file(source: SourceFile) -> ParsedScript:
@@ -54,7 +60,7 @@ def ascii_shadow(source: SourceFile) -> bytes:
     data = source.encoded
     if data.isascii():
         return data
-    return "".join(ch if ch < "\x80" else "x" * len(ch.encode("utf-8")) for ch in source.text).encode("ascii")
+    return _NON_ASCII_BYTE.sub(b"x", data)  # one `x` per byte of each non-ASCII character
 
 
 def _check_unterminated(source: SourceFile, root) -> None:

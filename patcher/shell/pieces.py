@@ -34,6 +34,8 @@ Word = tuple[Piece, ...]
 
 def word_text(word: Sequence[Piece]) -> str | None:
     """The word's text, or None when any piece is unknown."""
+    if len(word) == 1:  # most words are one piece: its text (or None) is the word's
+        return word[0][0]
     try:
         return "".join([piece[0] for piece in word])  # piece[0] is .text (hot path: no attribute lookup)
     except TypeError:  # a None (unknown) piece
@@ -54,7 +56,12 @@ def unknown_descs(word: Sequence[Piece]) -> list[str]:
 
 
 class Value:
-    """A shell variable's value: a scalar word or an array of words, and where it was assigned."""
+    """A shell variable's value: a scalar word or an array of words, and where it was assigned.
+
+    `scalar` and `array` are never changed in place once the Value is built (an assignment makes a
+    new Value): the expander's memo compares the values it read by identity first. Only
+    `exported` changes (`export NAME`), and expansion never looks at it.
+    """
 
     __slots__ = ("scalar", "array", "span", "exported")
 

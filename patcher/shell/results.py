@@ -12,7 +12,7 @@ from rlpatch.shell.pieces import Piece, Word, word_text
 from rlpatch.shell.source import SourceFile, Span
 
 
-@dataclass
+@dataclass(init=False)
 class Arg:
     """One argv field of a command: its expanded pieces and the source token it came from."""
 
@@ -20,10 +20,12 @@ class Arg:
     span: Span
     # The word's text (None when unknown), computed once: the launch model and the rules ask for
     # it over and over (tens of thousands of times on a few hundred scripts).
-    text: str | None = field(init=False, repr=False, compare=False)
+    text: str | None = field(repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        self.text = word_text(self.word)
+    def __init__(self, word: Word, span: Span) -> None:  # by hand: one call per Arg, not two
+        self.word = word
+        self.span = span
+        self.text = word_text(word)
 
     @property
     def display(self) -> str:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import bisect
 import os
+import re
 from functools import cached_property
+from itertools import accumulate
 from typing import NamedTuple
 
 from rlpatch.errors import InputError
@@ -38,6 +40,8 @@ class Span(NamedTuple):
         return self.line <= line <= self.end_line
 
 
+_CONTINUATION_BYTE = re.compile(rb"[\x80-\xbf]")
+
 # `_new(Span, (...))` skips the Python-level NamedTuple __new__ (all five fields given, in order).
 _new = tuple.__new__
 
@@ -50,12 +54,10 @@ class SourceFile:
         self.text = text
         self._spans: dict[int, Span] = {}  # (start << 32 | end) -> Span
         self.cache: dict = {}  # per-file memo for the evaluator (scope-independent word expansions)
-        self._line_starts = [0]
-        find = text.find
-        pos = find("\n")
-        while pos != -1:
-            self._line_starts.append(pos + 1)
-            pos = find("\n", pos + 1)
+        # 0, then one past each "\n": the running sum of the line lengths (+1 each), counted in C.
+        lines = text.split("\n")
+        lines.pop()
+        self._line_starts = list(accumulate(map((1).__add__, map(len, lines)), initial=0))
 
     @classmethod
     def from_bytes(cls, path: str, data: bytes) -> "SourceFile":
@@ -94,19 +96,22 @@ class SourceFile:
         return self.text.encode("utf-8")
 
     @cached_property
-    def _byte_to_char(self) -> list[int] | None:
-        """Byte offset -> character offset table; None when the text is ASCII (identity)."""
-        if len(self.encoded) == len(self.text):
+    def _continuations(self) -> list[int] | None:
+        """Byte offsets of the UTF-8 continuation bytes (0b10xxxxxx); None when the text is ASCII.
+
+        The character at byte offset b is b minus the continuation bytes up to b: a bisection in
+        a list as long as the script's non-ASCII bytes, not a table as long as the script."""
+        data = self.encoded
+        if len(data) == len(self.text):
             return None
-        table = []
-        for index, char in enumerate(self.text):
-            table.extend([index] * len(char.encode("utf-8")))
-        table.append(len(self.text))
-        return table
+        return [match.start() for match in _CONTINUATION_BYTE.finditer(data)]
 
     def char_offset(self, byte_offset: int) -> int:
-        table = self._byte_to_char
-        return byte_offset if table is None else table[min(byte_offset, len(table) - 1)]
+        continuations = self._continuations
+        if continuations is None:
+            return byte_offset
+        byte_offset = min(byte_offset, len(self.encoded))
+        return byte_offset - bisect.bisect_right(continuations, byte_offset)
 
     def line_col(self, offset: int) -> tuple[int, int]:
         """1-based line and character column of a character offset."""

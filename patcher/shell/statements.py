@@ -178,44 +178,65 @@ class Shell(ControlFlow):
             yield current
 
     def args_of(self, nodes) -> list[Arg]:
+        return self.args_in(list(self.word_ranges(nodes)))
+
+    def args_in(self, ranges: list[tuple[int, int]]) -> list[Arg]:
         args: list[Arg] = []
         span_of, fields = self.source.span, self.expander.fields
-        for start, end in self.word_ranges(nodes):
+        for start, end in ranges:
             span = span_of(start, end)
             for word in fields(start, end):
                 args.append(Arg(word, span))
         return args
 
     # ---- assignments ------------------------------------------------------------------------
-    def assign(self, node, exported: bool | None = None, target: dict[str, Value] | None = None) -> None:
+    def _assignment(self, node) -> tuple | None:
+        """What an assignment node says, read from the tree once per script (not once per path):
+        name, subscript text, `+=`, the value's character range, the array elements' ranges."""
+        key = ("assign", node.id)
+        memo = self.parsed.memo
+        if key in memo:
+            return memo[key]
         children = node.children
-        if not children:
+        shape = None
+        if children:
+            name_node = children[0]
+            name = self.text(name_node)
+            index_text = None
+            if name_node.type == "subscript":
+                base = name_node.child_by_field_name("name")
+                index = name_node.child_by_field_name("index")
+                name = self.text(base) if base is not None else name.split("[", 1)[0]
+                index_text = self.text(index) if index is not None else None
+            operator = children[1] if len(children) > 1 else None
+            append = operator is not None and self.text(operator) == "+="
+            value_start = self.end(operator) if operator is not None else self.end(name_node)
+            value_nodes = children[2:]
+            elements = None
+            if value_nodes and value_nodes[0].type == "array":
+                array = value_nodes[0]
+                elements = list(self.word_ranges(array.children[1:-1] if array.child_count >= 2 else []))
+            shape = (name, index_text, append, value_start, self.end(node), elements)
+        memo[key] = shape
+        return shape
+
+    def assign(self, node, exported: bool | None = None, target: dict[str, Value] | None = None) -> None:
+        shape = self._assignment(node)
+        if shape is None:
             return
-        name_node = children[0]
+        name, index_text, append, value_start, value_end, elements = shape
         target = self.variables if target is None else target
-        name = self.text(name_node)
-        index_text = None
-        if name_node.type == "subscript":
-            base = name_node.child_by_field_name("name")
-            index = name_node.child_by_field_name("index")
-            name = self.text(base) if base is not None else name.split("[", 1)[0]
-            index_text = self.text(index) if index is not None else None
-        operator = children[1] if len(children) > 1 else None
-        append = operator is not None and self.text(operator) == "+="
-        value_start = self.end(operator) if operator is not None else self.end(name_node)
-        value_nodes = children[2:]
-        span = self.source.span(value_start, self.end(node))
+        span = self.source.span(value_start, value_end)
         old = target.get(name)
         old = old if isinstance(old, Value) else None
         was_exported = bool(old and old.exported)
-        if value_nodes and value_nodes[0].type == "array":
-            elements = self.args_of(value_nodes[0].children[1:-1] if value_nodes[0].child_count >= 2 else [])
-            words = [arg.word for arg in elements]
+        if elements is not None:
+            words = [arg.word for arg in self.args_in(elements)]
             if append and old is not None:
                 words = old.elements() + words
             value = Value(array=words, span=span)
         else:
-            word = self.expander.scalar(value_start, self.end(node))
+            word = self.expander.scalar(value_start, value_end)
             if index_text is not None:
                 index = self.expander.arith_text(index_text)
                 items = old.elements() if old else []
@@ -261,19 +282,27 @@ class Shell(ControlFlow):
         return None if value is None else value != 0
 
     # ---- commands -----------------------------------------------------------------------------
+    def _command_shape(self, node) -> tuple[list, list[tuple[int, int]]]:
+        """A command's prefix assignments and its words' ranges, read from the tree once per script."""
+        key = ("command", node.id)
+        shape = self.parsed.memo.get(key)
+        if shape is None:
+            assignments, words = [], []
+            for child in node.children:
+                if child.type == "variable_assignment":
+                    assignments.append(child)
+                elif child.type != "subshell":
+                    words.append(child)
+            shape = self.parsed.memo[key] = (assignments, list(self.word_ranges(words)))
+        return shape
+
     def command(self, node) -> bool | None:
         prefix: dict[str, Value] = {}
-        words = []
-        for child in node.children:
-            if child.type == "variable_assignment":
-                self.assign(child, exported=True, target=prefix)
-            elif child.type == "command_name":
-                words.append(child)
-            elif child.type == "subshell":
-                continue
-            else:
-                words.append(child)
-        argv = self.args_of(words)
+        assignments, ranges = self._command_shape(node)
+        for child in assignments:
+            self.assign(child, exported=True, target=prefix)
+        # The argv as a whole is remembered like a word (paths replay the same commands).
+        argv = self.expander.remembered(("argv", node.id), lambda: self.args_in(ranges), self.parsed.memo)
         if not argv:
             self.variables.update(prefix)
             return True
@@ -308,7 +337,7 @@ class Shell(ControlFlow):
             return None
         if name is not None and name in self.functions:
             return self.call(name, argv[1:])
-        launch = find_launch(argv, self.node_span(node), self.launch_env(prefix))
+        launch = find_launch(argv, self.node_span(node), lambda: self.launch_env(prefix))
         if launch is not None:
             self.run.launch(launch)
         return None

@@ -14,6 +14,7 @@ script, or the assignment that supplied a variable's value) and `via`, where the
 from __future__ import annotations
 
 import re
+from typing import Any, Callable
 
 from rlpatch.shell.arith import ArithmeticExpansion
 from rlpatch.shell.params import _NAME_RE, ParameterExpansion
@@ -57,6 +58,9 @@ class Expander(ParameterExpansion, ArithmeticExpansion):
                 self._expand(start, end, out, quoted=False, tilde=True)
                 cached = self.src.cache[key] = out.result()
             return cached
+        return self.remembered(("dfields", start, end), lambda: self._fields(start, end))
+
+    def _fields(self, start: int, end: int) -> list[Word]:
         out = Fields()
         self._expand(start, end, out, quoted=False, tilde=True)
         return out.result()
@@ -71,12 +75,38 @@ class Expander(ParameterExpansion, ArithmeticExpansion):
         cached = self.src.cache.get(key)
         if cached is not None:
             return cached
+        if not self._static(start, end):
+            return self.remembered(("dscalar", start, end, tilde), lambda: self._scalar(start, end, tilde))
+        word = self.src.cache[key] = self._scalar(start, end, tilde)
+        return word
+
+    def _scalar(self, start: int, end: int, tilde: bool) -> Word:
         out = Fields()
         self._expand(start, end, out, quoted=False, tilde=tilde, join=True)
-        word = tuple([piece for field in out.fields for piece in field])
-        if self._static(start, end):
-            self.src.cache[key] = word
-        return word
+        return tuple([piece for field in out.fields for piece in field])
+
+    def remembered(self, key: tuple, expand: Callable[[], Any], memo: dict | None = None) -> Any:
+        """`expand()` (an expansion that reads variables), shared wherever the same reads give the
+        same answers: every path of a script replays the statements before its first different
+        decision, and a function body or a loop re-expands the same words. Only top-level
+        expansions are remembered (nested ones read through them); never one that assigns
+        (`${X:=default}`). Inside another remembered expansion, checking a memo reads through the
+        outer recorder, so the outer one depends on what the inner one did."""
+        if self.depth:
+            return expand()
+        variants = (self.src.cache if memo is None else memo).setdefault(key, [])
+        scope = self.scope
+        for reads, result in variants:
+            if _reads_hold(scope, reads):
+                return result
+        recorder = self.scope = _Recorder(scope)
+        try:
+            result = expand()
+        finally:
+            self.scope = scope
+        if recorder.pure and len(variants) < _MEMO_VARIANTS:
+            variants.append((tuple(recorder.reads), result))
+        return result
 
     # ---- helpers -----------------------------------------------------------------------------
     def _lit(self, start: int, end: int) -> Piece:
@@ -248,3 +278,65 @@ class Expander(ParameterExpansion, ArithmeticExpansion):
     def _nested(self) -> "Expander":
         """A fresh expander one level deeper (operands, defaults, arithmetic variables)."""
         return Expander(self.src, self.scope, self.depth + 1)
+
+
+_MEMO_VARIANTS = 16  # remembered expansions per word (one per distinct set of values it read)
+
+
+def _same(now: Value | None | str, then: Value | None | str) -> bool:
+    """Whether an expansion would see the same thing in `now` as in `then`: the same words (not
+    where the variable was assigned, nor whether it is exported). Values are never changed in
+    place, so the same object is the same value; another path's copy compares equal word for
+    word, and its words are mostly the very same tuples (remembered), so the comparison is short."""
+    if now is then:
+        return True
+    if isinstance(now, Value) and isinstance(then, Value):
+        return now.scalar == then.scalar and now.array == then.array
+    return now == then
+
+
+class _Recorder:
+    """A Scope that notes every answer an expansion read, so the result can be reused where the
+    same questions get equal answers (equal words: compared by identity first, so cheaply)."""
+
+    __slots__ = ("scope", "reads", "pure")
+
+    def __init__(self, scope: Scope) -> None:
+        self.scope = scope
+        self.reads: list[tuple[int, str, object]] = []
+        self.pure = True
+
+    def lookup(self, name: str) -> Value | None | str:
+        value = self.scope.lookup(name)
+        self.reads.append((0, name, value))
+        return value
+
+    def positional(self) -> list[Word]:
+        words = self.scope.positional()
+        self.reads.append((1, "", tuple(words)))
+        return words
+
+    def positional_known(self) -> bool:
+        known = self.scope.positional_known()
+        self.reads.append((2, "", known))
+        return known
+
+    def assign_default(self, name: str, word: Word, span: Span) -> None:
+        self.pure = False
+        self.scope.assign_default(name, word, span)
+
+    def command_substitution(self, text: str, span: Span) -> Word | None:
+        return self.scope.command_substitution(text, span)  # the script's path and the text alone
+
+
+def _reads_hold(scope: Scope, reads: tuple) -> bool:
+    for kind, name, answer in reads:
+        if kind == 0:
+            if not _same(scope.lookup(name), answer):
+                return False
+        elif kind == 1:
+            if tuple(scope.positional()) != answer:
+                return False
+        elif scope.positional_known() != answer:
+            return False
+    return True

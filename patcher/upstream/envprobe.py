@@ -15,7 +15,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,6 +79,8 @@ class Installed:
 
 def probe_interpreter(python: str, projects: tuple[str, ...] = tuple(PROJECTS)) -> dict[str, Installed]:
     """The projects installed for the interpreter `python`, found without importing any of them."""
+    import subprocess  # here: the lint path imports this module, and rarely probes another interpreter
+
     wanted = {name: PROJECTS[name] for name in projects}
     try:
         result = subprocess.run(
