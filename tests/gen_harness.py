@@ -148,8 +148,7 @@ def expected(mode: str, verl: str, *, rollout: str = "vllm", megatron: bool = Fa
             overrides[f"{AR}.rollout.data_parallel_size"] = "1"
         overrides[f"{AR}.rollout.n"] = str(dp)
         if _v(verl) >= (0, 9, 0):
-            overrides["skip.rollout.enable"] = "False"
-            overrides["trainer.use_v1"] = "False"
+            overrides["skip.rollout.enable"] = "False"  # no trainer switch: the set covers v1 and v0
         elif _v(verl) >= (0, 8, 0):
             overrides[f"{AR}.rollout.skip.enable"] = "False"
         else:

@@ -118,9 +118,9 @@ def _trainer_and_correction(plan: Plan, facts: Facts, request: Request) -> None:
     if version >= V090:
         plan.add("skip.rollout.enable", "False", "a replayed rollout has no inference forward to dump",
                  replaces=other_value(facts, "skip.rollout.enable", "False"))
-        plan.add("trainer.use_v1", "False", "the patches cover the legacy trainer; v1 (default from 0.9.0) "
-                 "never runs them",
-                 replaces=other_value(facts, "trainer.use_v1", "False"))
+        # No trainer switch: the consistency set covers the v1 trainer (the default from 0.9.0,
+        # verl-prompts-only-v1, verl-request-id-v1) and the legacy one alike, so the script keeps the
+        # trainer it selects; RL607 checks that the applied set covers it.
     elif version >= V080:
         plan.add(f"{ROLLOUT}.skip.enable", "False", "a replayed rollout has no inference forward to dump",
                  replaces=other_value(facts, f"{ROLLOUT}.skip.enable", "False"))
