@@ -58,17 +58,10 @@ class KeySchema:
     origin: str
 
     def has(self, key: str) -> bool:
-        """Whether `key` exists in the composed config (a plain override of it composes). The
-        snapshot is plain data: dicts by key, list elements by index, as in OmegaConf."""
-        node: Any = self.tree
-        for part in key.split("."):
-            if isinstance(node, dict) and part in node:
-                node = node[part]
-            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-                node = node[int(part)]
-            else:
-                return False
-        return True
+        """Whether `key` exists in the composed config (a plain override of it composes)."""
+        from rlpatch.lint.schema_compose import contains
+
+        return contains(self.tree, key)
 
 
 def _config_source(options: LintOptions, config_name: str | None, config_path: str | None, base_dir: str | None):

@@ -149,6 +149,11 @@ def select(tree: Any, key: str) -> Any:
     return node
 
 
+def contains(tree: Any, key: str) -> bool:
+    """Whether dotted `key` exists in the composed snapshot (a plain override of it composes)."""
+    return select(tree, key) is not _ABSENT
+
+
 def _is_null(value: Any) -> bool:
     """What OmegaConf.select(..., throw_on_missing=False) returns None for: absent, null, '???'."""
     return value is _ABSENT or value is None or value == MISSING
@@ -248,7 +253,7 @@ class Replay:
                                  f"'{parent_key}' is an empty dict in verl's config, so '{last}' does not exist: "
                                  f"write '+{item.text}' or '++{item.text}'")
         moved = renamed_key(key, self.version)
-        if moved is not None and select(self.tree, moved[0]) is not _ABSENT:
+        if moved is not None and contains(self.tree, moved[0]):
             spelling, rename = moved
             return self._problem("RL302", index, item,
                                  f"the verl config{self._version_note()} has no key '{key}': verl {rename.since} moved "
