@@ -63,6 +63,9 @@ demo: $(STAMP)
 	@echo "== rlpatch lint (sample scripts; findings expected, exit 1)" && ! $(RLPATCH) lint --format full fixtures/lint/samples/*.sh
 	@echo "== rlpatch lint (the clean consistency scripts)" && $(RLPATCH) lint fixtures/lint/consistency/*.sh
 	@echo "== rlpatch gen consistency (a Megatron + vLLM script; the original is not touched)" && $(RLPATCH) gen consistency fixtures/gen/megatron_vllm.sh -o "$(DEMO_DIR)/megatron_vllm.consistency-dump.sh" --verl-root "$(DEMO_DIR)/verl-$(DEMO_VERL)"
+	@echo "== rlpatch apply --mode consistency (gen's next step)" && $(RLPATCH) apply --mode consistency --verl-root "$(DEMO_DIR)/verl-$(DEMO_VERL)"
+	@echo "== rlpatch lint of the generated script on the patched tree (no error: RL605/RL607 gone)" && $(RLPATCH) lint --verl-root "$(DEMO_DIR)/verl-$(DEMO_VERL)" "$(DEMO_DIR)/megatron_vllm.consistency-dump.sh"
+	@echo "== rlpatch revert --mode consistency" && $(RLPATCH) revert --mode consistency --verl-root "$(DEMO_DIR)/verl-$(DEMO_VERL)"
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
