@@ -49,6 +49,7 @@ bench: $(STAMP)
 
 demo: $(STAMP)
 	rm -rf "$(DEMO_DIR)"
+	@echo "== rlpatch doctor (this venv's Python: the real msprobe import, with torch CPU)" && $(RLPATCH) doctor
 	$(PY) -c "from rlpatch.upstream.wheelcache import fresh_copy; print('verl $(DEMO_VERL) unpacked at', fresh_copy('verl', '$(DEMO_VERL)', '$(DEMO_DIR)/verl-$(DEMO_VERL)'))"
 	@echo "== rlpatch diff (first lines)" && $(RLPATCH) diff --verl-root "$(DEMO_DIR)/verl-$(DEMO_VERL)" | head -40
 	@echo "== rlpatch apply" && $(RLPATCH) apply --verl-root "$(DEMO_DIR)/verl-$(DEMO_VERL)"
