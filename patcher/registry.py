@@ -33,12 +33,18 @@ def patch_rules() -> tuple:
 
 
 @lru_cache(maxsize=None)
-def lint_rule_classes() -> tuple[type, ...]:
-    """Every lint rule class, sorted by code (imports no patch rule and no libcst)."""
+def lint_rule_classes(modes: frozenset[str] | None = None) -> tuple[type, ...]:
+    """The lint rule classes that check runs in one of `modes` (None: every rule), sorted by code;
+    imports those rule modules only (and no patch rule, no libcst)."""
     from rlpatch.lint.rule import LintRule
 
-    classes = [_rule_class(module, LintRule) for module in rule_package.load(rule_package.LINT_RULE_MODULES)]
-    return tuple(sorted(classes, key=lambda cls: cls.code))
+    modules = rule_package.load(rule_package.lint_modules_for(modes))
+    return tuple(sorted((_rule_class(module, LintRule) for module in modules), key=lambda cls: cls.code))
+
+
+def lint_rule_codes() -> tuple[str, ...]:
+    """Every lint rule's code, known without importing a rule module (`--select` is checked first)."""
+    return tuple(sorted(rule_package.lint_code(name) for name in rule_package.LINT_RULE_MODULES))
 
 
 def linter() -> ModuleType:

@@ -83,6 +83,54 @@ LINT_RULE_MODULES: tuple[str, ...] = (
 )
 
 
+# The lint rules that check only some dump modes, with those modes (every other lint rule checks all
+# four, and only such a rule may check whole files). `rlpatch lint` imports one of these modules only
+# when a run of one of its modes is linted: a script without a dump, the common case in a pre-commit
+# hook, loads half the rule modules. A test checks this table against each class's `modes`.
+LINT_RULE_MODES: dict[str, frozenset[str]] = {
+    "rl101_enforce_eager": frozenset({"consistency", "inference"}),
+    "rl102_mixed_inference_backends": frozenset({"consistency", "inference"}),
+    "rl103_inference_dump_needs_plus": frozenset({"consistency", "inference"}),
+    "rl104_training_config_dump_path": frozenset({"training"}),
+    "rl105_inference_config_dump_path": frozenset({"consistency", "inference"}),
+    "rl106_precision_debugger_keys": frozenset({"training"}),
+    "rl107_precision_debugger_stages": frozenset({"training"}),
+    "rl108_ignored_stages": frozenset({"training"}),
+    "rl110_precision_debugger_needs_verl_08": frozenset({"training"}),
+    "rl111_nested_debuggers": frozenset({"consistency", "training"}),
+    "rl201_rollout_tp_equals_cards": frozenset({"consistency"}),
+    "rl202_megatron_parallel_match": frozenset({"consistency"}),
+    "rl204_single_mini_batch": frozenset({"consistency"}),
+    "rl205_no_gradient_accumulation": frozenset({"consistency"}),
+    "rl206_ulysses_sp_off": frozenset({"consistency"}),
+    "rl207_dynamic_batch_off": frozenset({"consistency"}),
+    "rl208_trainer_batch_flags": frozenset({"consistency"}),
+    "rl209_rollout_skip_off": frozenset({"consistency"}),
+    "rl210_rollout_correction_off": frozenset({"consistency"}),
+    "rl211_consistency_env": frozenset({"consistency"}),
+    "rl212_env_reaches_ray_workers": frozenset({"consistency"}),
+    "rl213_agent_loop_workers": frozenset({"consistency"}),
+    "rl214_rollout_dp_on_npu": frozenset({"consistency", "inference", "training"}),
+    "rl507_consistency_needs_tensor_l0_mix": frozenset({"consistency"}),
+    "rl605_verl_not_patched": frozenset({"consistency", "inference"}),
+    "rl606_legacy_worker_on_verl_07": frozenset({"consistency"}),
+    "rl607_trainer_not_covered": frozenset({"consistency"}),
+}
+
+
+def lint_modules_for(modes: frozenset[str] | None) -> tuple[str, ...]:
+    """The lint rule modules a lint of runs in `modes` needs (None: every module), in list order."""
+    if modes is None:
+        return LINT_RULE_MODULES
+    return tuple(name for name in LINT_RULE_MODULES if name not in LINT_RULE_MODES or LINT_RULE_MODES[name] & modes)
+
+
+def lint_code(module_name: str) -> str:
+    """The code of a lint rule module's rule: `rl201_rollout_tp_equals_cards` is RL201 (a test checks
+    that each class's `code` agrees), so that `--select` can be checked without importing a rule."""
+    return module_name.split("_", 1)[0].upper()
+
+
 def load(module_names: tuple[str, ...]) -> list[ModuleType]:
     """Import the named rule modules of this package, in order."""
     return [importlib.import_module(f"{__name__}.{name}") for name in module_names]

@@ -14,7 +14,6 @@ time, so the message says to lint the original with the same overrides after `--
 from __future__ import annotations
 
 import importlib.util
-import shlex
 
 from rlpatch.lint.rule import Case, FileContext, LintRule
 from rlpatch.shell import Unknown
@@ -56,6 +55,8 @@ class NoEntryPoint(LintRule):
 
 def _generated_file_message(unknown: Unknown) -> str:
     """For `bash "$TMP" overrides`: the file exists only at run time (a copy the script writes)."""
+    import shlex  # here: only this rare message quotes arguments
+
     forwarded = " ".join(shlex.quote(arg) for arg in unknown.args)
     lint = f"rlpatch lint ORIGINAL.sh -- {forwarded}" if forwarded else "rlpatch lint ORIGINAL.sh"
     command = unknown.what.removeprefix("cannot tell which file ").removesuffix(" runs")

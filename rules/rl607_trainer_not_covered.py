@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from rlpatch.lint import versions_family
 from rlpatch.lint.rule import Case, LintContext, LintRule
-from rlpatch.upstream.trainers import TRAINERS
 
 _ROOT = versions_family.case_root("verl_trainers")  # 0.9.1: RayPPOTrainer covered, the v1 trainer not
 _RUN = (
@@ -57,6 +56,8 @@ class TrainerNotCovered(LintRule):
         if error or selected is None or selected["state"] != "incomplete":
             return  # RL605 reports a verify that failed; an absent trainer fails at start-up anyway
         at = setting.span if setting is not None and setting.is_set else ctx.run.entry_span
+        from rlpatch.upstream.trainers import TRAINERS  # here: most lints never get this far
+
         ctx.report(f"consistency run on the {TRAINERS[trainer].label} ({why}), but the patched set does not cover "
                    f"it on this tree: {', '.join(selected['missing'])}; the training dump will not pair with the "
                    f"inference prefill: {_fix(trainer, verdict)}", at=at,

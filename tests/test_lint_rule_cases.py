@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import pkgutil
 
@@ -69,7 +68,7 @@ def test_rule_fires_exactly_in_its_modes(rule_cls: type[LintRule], mode: str) ->
     """The first INVALID case, with the mode forced (`--mode`): it triggers in every mode the rule
     covers, at the same positions, and is a near-miss in every other mode."""
     case = rule_cls.INVALID[0]
-    forced = dataclasses.replace(case, options={**case.options, "mode": mode})
+    forced = case._replace(options={**case.options, "mode": mode})
     findings = lint_case(rule_cls, forced)
     if mode in rule_cls.modes:
         assert findings, f"{rule_cls.code} silent in mode {mode}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -48,3 +49,36 @@ def test_rule_command_documents_every_patch_rule():
         assert result.exit_code == 0, result.stderr
         assert result.stdout.startswith(f"{rule.id} (") and "Good (patched):" in result.stdout
         assert "Bad (refused" in result.stdout and len(result.stdout.splitlines()) > 15
+
+
+def test_lint_rule_table_agrees_with_the_rule_classes():
+    """`rules.LINT_RULE_MODES` (what `rlpatch lint` imports for a run's mode) and the code taken
+    from a module's name must say what the classes say; a rule that checks whole files must check
+    every mode, because a lint imports the other rules only for the modes of its runs."""
+    from rlpatch.lint.rule import ALL_MODES, LintRule
+
+    for name, module in zip(rules.LINT_RULE_MODULES, rules.load(rules.LINT_RULE_MODULES), strict=True):
+        cls = registry._rule_class(module, LintRule)
+        assert rules.lint_code(name) == cls.code, name
+        assert rules.LINT_RULE_MODES.get(name, ALL_MODES) == cls.modes, name
+        if name in rules.LINT_RULE_MODES:
+            assert cls.check_file is LintRule.check_file, f"{name} checks files but not every mode"
+    assert registry.lint_rule_codes() == tuple(cls.code for cls in registry.lint_rule_classes())
+
+
+def test_a_lint_imports_only_the_rules_its_runs_need(tmp_path):
+    code = ("import sys\nfrom rlpatch.cli import main\ntry:\n    main(['lint', '--no-config', sys.argv[1]])\n"
+            "except SystemExit:\n    pass\nprint(sorted(m.rsplit('.', 1)[1] for m in sys.modules if m.startswith('rlpatch.rules.')))")
+
+    def loaded(script: Path) -> set[str]:
+        out = subprocess.run([sys.executable, "-c", code, str(script)], capture_output=True, text=True, check=True).stdout
+        return set(ast.literal_eval(out.strip().splitlines()[-1]))
+
+    def checking(mode: str) -> set[str]:
+        return {name for name in rules.LINT_RULE_MODULES if mode in rules.LINT_RULE_MODES.get(name, {mode})}
+
+    plain = tmp_path / "plain.sh"
+    plain.write_text("python3 -m verl.trainer.main_ppo trainer.nnodes=1\n")
+    assert loaded(plain) == checking("none") == {n for n in rules.LINT_RULE_MODULES if n not in rules.LINT_RULE_MODES}
+    consistency = Path(__file__).resolve().parent.parent / "fixtures" / "lint" / "consistency" / "fsdp_vllm.sh"
+    assert loaded(consistency) == checking("consistency")

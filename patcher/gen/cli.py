@@ -214,14 +214,12 @@ def _write_and_lint(files: dict[str, str], new_path: str, script: str, lint_opti
 
 def _moved_back(finding, scratch: str, folder: str):
     """A finding of the scratch copy, pointing at the file the real run would write."""
-    from dataclasses import replace
-
     def back(span):
         if not span.file.startswith(scratch):
             return span
         return span._replace(file=os.path.join(folder, os.path.relpath(span.file, scratch)))
 
-    return replace(finding, span=back(finding.span), related=tuple(back(r) for r in finding.related))
+    return finding._replace(span=back(finding.span), related=tuple(back(r) for r in finding.related))
 
 
 def _write_all(files: dict[str, str], script: str) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import io
 import os
 import sys
-from dataclasses import replace
 from typing import Any
 
 import click
@@ -92,7 +91,9 @@ def build_options(cli: dict[str, Any], config: dict[str, Any], extra: list[str])
     options = LintOptions(verl_root=verl_root, mode=mode, env=env, args=list(extra),
                           allow_level=frozenset(_split(pick("allow_level")) or ()), config_root=pick("config_root"),
                           extra={name: value for name, value in targets.items() if value})
-    return replace(options, verl_version=version) if version else options
+    if version:
+        options.verl_version = version
+    return options
 
 
 def _common(function):

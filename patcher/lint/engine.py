@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from typing import Iterator, NamedTuple, Union
 
 from rlpatch import registry
 from rlpatch.errors import InputError
@@ -22,13 +22,23 @@ from rlpatch.shell.source import Span
 from rlpatch.upstream.versions import Version
 
 
-@dataclass
 class FileResult:
-    path: str
-    findings: list[Finding] = field(default_factory=list)
-    runs: list[Run] = field(default_factory=list)
-    error: str | None = None
-    evaluation: Evaluation | None = None
+    """What linting one file gave: its findings, or the error that stopped it (and, in-process, the
+    runs and evaluation that `detect` and `gen` read). The records of the lint path are plain
+    classes: a dataclass costs about a millisecond of every cold start to create."""
+
+    __slots__ = ("path", "findings", "runs", "error", "evaluation")
+
+    def __init__(self, path: str, findings: list[Finding] | None = None, runs: list[Run] | None = None,
+                 error: str | None = None, evaluation: Evaluation | None = None) -> None:
+        self.path = path
+        self.findings: list[Finding] = [] if findings is None else findings
+        self.runs: list[Run] = [] if runs is None else runs
+        self.error = error
+        self.evaluation = evaluation
+
+    def __repr__(self) -> str:
+        return f"FileResult({self.path!r}, {len(self.findings)} findings, error={self.error!r})"
 
 
 # ---- the registry ---------------------------------------------------------------------------------
@@ -45,8 +55,7 @@ def _matches(code: str, selectors: list[str]) -> bool:
     return any(sel == "ALL" or code.startswith(sel) for sel in selectors)
 
 
-@dataclass(frozen=True)
-class CodeFilter:
+class CodeFilter(NamedTuple):
     """`--select` / `--ignore` (ruff-style code prefixes) as one predicate on findings.
 
     It is applied once, in `lint_path`, to every finding of a file after all families ran: a rule
@@ -67,24 +76,45 @@ class CodeFilter:
         return bool(finding.origin) and self.allows(finding.origin) and not _matches(finding.code, list(self.ignore))
 
 
-class RuleSet(list):  # list[LintRule], so that callers that only iterate the rules need not know
-    """The rules a selection runs (those whose own code it allows), with the selection itself."""
+class RuleSet:
+    """The rules a selection runs (those whose own code it allows), with the selection itself.
 
-    def __init__(self, rules: list[LintRule], codes: CodeFilter) -> None:
-        super().__init__(rules)
+    Rules are imported and created when first needed: `for_modes` gives those that check runs of
+    the given dump modes (and every rule of all modes, the only ones that check whole files), so a
+    script without a dump never imports the consistency rules. Iterating gives every selected rule."""
+
+    def __init__(self, codes: CodeFilter) -> None:
         self.codes = codes
+        self._rules: dict[type[LintRule], LintRule] = {}
+
+    def for_modes(self, modes: frozenset[str] | None) -> list[LintRule]:
+        chosen = []
+        for cls in registry.lint_rule_classes(modes):
+            if self.codes.allows(cls.code):
+                if cls not in self._rules:
+                    self._rules[cls] = cls()
+                chosen.append(self._rules[cls])
+        return chosen
+
+    def __iter__(self) -> Iterator[LintRule]:
+        return iter(self.for_modes(None))
+
+    def __len__(self) -> int:
+        return len(self.for_modes(None))
+
+
+Rules = Union[RuleSet, "list[LintRule]"]  # a selection, or rule instances given by hand (a rule's cases)
 
 
 def select_rules(select: list[str] | None, ignore: list[str] | None) -> RuleSet:
     """Ruff-style selection by code prefix (`RL2` selects RL2xx, `ALL` everything)."""
     select = [s.strip().upper() for s in (select or ["ALL"]) if s.strip()]
     ignore = [s.strip().upper() for s in (ignore or []) if s.strip()]
-    known = [cls.code for cls in rule_classes()]
+    known = registry.lint_rule_codes()
     for selector in select + ignore:
         if selector != "ALL" and not any(code.startswith(selector) for code in known):
             raise InputError(f"unknown rule code or prefix: {selector}")
-    codes = CodeFilter(tuple(select), tuple(ignore))
-    return RuleSet([cls() for cls in rule_classes() if codes.allows(cls.code)], codes)
+    return RuleSet(CodeFilter(tuple(select), tuple(ignore)))
 
 
 # ---- linting ---------------------------------------------------------------------------------------
@@ -99,12 +129,14 @@ def read_version(verl_root: str) -> Version | None:
     return None
 
 
-def lint_source(source: SourceFile, options: LintOptions, rules: list[LintRule]) -> FileResult:
+def lint_source(source: SourceFile, options: LintOptions, rules: Rules) -> FileResult:
     """Lint one script already read; raises InputError for an unreadable script."""
     parsed = parse_file(source)
     evaluation = Evaluator(Options(env=dict(options.env), args=list(options.args))).evaluate(source, parsed)
     runs = [Run.from_launch(launch, source.path, options.verl_version, options.mode)  # type: ignore[arg-type]
             for launch in evaluation.launches]
+    if isinstance(rules, RuleSet):
+        rules = rules.for_modes(frozenset(run.mode for run in runs))
     findings: list[Finding] = []
     skipped: list[Skipped] = []
     for run in runs:
@@ -148,7 +180,7 @@ def _where(span: Span, relative_to: Span) -> str:
     return f"line {span.line}" if span.file == relative_to.file else f"{span.file}:{span.line}"
 
 
-def lint_path(path: str, options: LintOptions, rules: list[LintRule], stdin_text: bytes | None = None) -> FileResult:
+def lint_path(path: str, options: LintOptions, rules: Rules, stdin_text: bytes | None = None) -> FileResult:
     """Lint one path ("-" reads `stdin_text`); an input problem becomes `FileResult.error`.
     With a `RuleSet` (from `select_rules`) every finding then passes its code filter."""
     result = _lint_path(path, options, rules, stdin_text)
@@ -157,7 +189,7 @@ def lint_path(path: str, options: LintOptions, rules: list[LintRule], stdin_text
     return result
 
 
-def _lint_path(path: str, options: LintOptions, rules: list[LintRule], stdin_text: bytes | None) -> FileResult:
+def _lint_path(path: str, options: LintOptions, rules: Rules, stdin_text: bytes | None) -> FileResult:
     from rlpatch.lint.msprobe_family import is_config_path, lint_config_file
 
     if is_config_path(path):  # an msprobe config.json given directly: RL5xx on the file alone
@@ -174,7 +206,7 @@ def _lint_path(path: str, options: LintOptions, rules: list[LintRule], stdin_tex
 
 
 # ---- many files: in-process or forked workers ----------------------------------------------------
-LintTask = tuple[str, LintOptions, list[LintRule]]
+LintTask = tuple[str, LintOptions, Rules]
 
 # Below this much script text, `--jobs` left to its default lints in-process: forking and sending
 # results back costs more than the few milliseconds a handful of scripts take (a pre-commit hook).
@@ -239,6 +271,8 @@ def _lint_forked(tasks: list[LintTask], stdin_text: bytes | None, workers: int) 
 
     children: list[tuple[int, int, list[int]]] = []
     results: list[FileResult | None] = [None] * len(tasks)
+    for selection in {id(rules): rules for _, _, rules in tasks if isinstance(rules, RuleSet)}.values():
+        selection.for_modes(None)  # imported once here, not once in every worker
     # What exists now (modules, rules, options) is never garbage: frozen, the workers' collections
     # do not walk it, nor copy its pages (each visit of an inherited object writes to its page).
     gc.freeze()
@@ -298,14 +332,14 @@ _STATEMENT_TYPES = {
 }
 
 
-@dataclass
 class Suppressions:
     """`# rlpatch: disable=CODES` on its own line silences the next command (all its lines);
     `# rlpatch: disable-file=CODES` before the first command silences the whole file."""
 
-    path: str
-    file_codes: set[str] = field(default_factory=set)
-    ranges: list[tuple[int, int, set[str]]] = field(default_factory=list)
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.file_codes: set[str] = set()
+        self.ranges: list[tuple[int, int, set[str]]] = []
 
     @classmethod
     def of(cls, source: SourceFile, parsed) -> "Suppressions":

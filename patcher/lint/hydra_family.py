@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 from rlpatch.lint.rule import LintContext, LintOptions
 from rlpatch.lint.versions_family import _cache
 from rlpatch.shell.model import Override
-from rlpatch.upstream.envprobe import probe_here
 
 if TYPE_CHECKING:  # imported when a run is checked: a lint that never gets there does not pay for it
     from rlpatch.lint.hydra_schema import OverrideRecord, SchemaResult
@@ -60,6 +59,8 @@ def _target_named(options: LintOptions) -> bool:
     # invocation (the versions family's per-options cache).
     cache = _cache(options)
     if ("verl found here",) not in cache:
+        from rlpatch.upstream.envprobe import probe_here
+
         cache[("verl found here",)] = probe_here(("verl",))["verl"].found
     return cache[("verl found here",)]
 

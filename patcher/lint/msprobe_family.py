@@ -12,8 +12,7 @@ inside the JSON file, with the override or export that referenced it as a relate
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterable, NamedTuple
 
 from rlpatch.lint.rule import Finding, LintContext, LintRule
 from rlpatch.shell.model import INFERENCE_DUMP_KEYS, Run
@@ -28,8 +27,7 @@ SGLANG_ENV_PREFIX = "MSPROBE_SGLANG_CONFIG"
 _ATTRIBUTE = "_rlpatch_msprobe_findings"
 
 
-@dataclass(frozen=True)
-class Reference:
+class Reference(NamedTuple):
     """One place where the run names a config file."""
 
     role: str  # training | inference | actor
@@ -117,7 +115,7 @@ def _span(finding: ConfigFinding) -> Span:
     return Span(finding.file, finding.line, finding.column, finding.end_line, finding.end_column)
 
 
-def lint_config_file(path: str, rules: list[LintRule]) -> list[Finding]:
+def lint_config_file(path: str, rules: Iterable[LintRule]) -> list[Finding]:
     """`rlpatch lint config.json`: the file alone, as msprobe reads it (the selected RL5xx rules)."""
     from rlpatch.lint.msprobe_config import check_file
     from rlpatch.lint.msprobe_schema import Options

@@ -9,7 +9,6 @@ the invocation unsuccessful.
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Callable, TextIO
 
@@ -84,6 +83,8 @@ def _summary(results: list[FileResult], out: TextIO) -> None:
 
 
 def report_json(results: list[FileResult], out: TextIO) -> None:
+    import json  # here: the concise output of a pre-commit hook does not need it
+
     json.dump([finding_dict(f) for f in _findings(results)], out, indent=2)
     out.write("\n")
 
@@ -175,6 +176,8 @@ def sarif_document(results: list[FileResult]) -> dict:
 
 
 def report_sarif(results: list[FileResult], out: TextIO) -> None:
+    import json
+
     json.dump(sarif_document(results), out, indent=2)
     out.write("\n")
 

@@ -34,11 +34,10 @@ fires (at the `expect`ed 1-based line/column pairs when given) or stays silent.
 
 from __future__ import annotations
 
-import json
 import os
 import re
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Literal, Mapping, Sequence
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Literal, Mapping, NamedTuple, Sequence
 
 from rlpatch.shell.defaults import NEWEST_VERL
 from rlpatch.shell.source import Span
@@ -55,8 +54,12 @@ ALL_MODES: frozenset[str] = frozenset({"training", "inference", "consistency", "
 Position = Span  # re-exported for rule modules: a file, 1-based line/column, exclusive end
 
 
-@dataclass(frozen=True)
-class Finding:
+# The records below are NamedTuples or plain classes, not dataclasses: every rule module and the
+# engine import them at each cold start of `rlpatch lint` (a pre-commit hook), and creating a
+# dataclass costs about a millisecond of that start.
+
+
+class Finding(NamedTuple):
     """One problem at one position; `related` are secondary positions (where a value was used)."""
 
     code: str
@@ -66,14 +69,28 @@ class Finding:
     related: tuple[Span, ...] = ()
     # The rule that reported it, when that is not `code` (RL3xx and RL605 say "not checked" as RL002):
     # selecting that rule brings its notes along. Not part of equality: one note, however many rules say it.
-    origin: str = field(default="", compare=False)
+    origin: str = ""
 
     def sort_key(self) -> tuple:
         return (self.span.file, self.span.line, self.span.column, self.code, self.message)
 
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Finding):
+            return NotImplemented
+        return self[:5] == other[:5]
 
-@dataclass(frozen=True)
-class Case:
+    def __ne__(self, other: object) -> bool:
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    def __hash__(self) -> int:
+        return hash(self[:5])
+
+
+_NOTHING: Mapping[str, Any] = MappingProxyType({})
+
+
+class Case(NamedTuple):
     """A rule's own example, run as a test.
 
     `files` are written next to the script (sourced scripts, msprobe config.json files, YAML);
@@ -83,28 +100,33 @@ class Case:
     """
 
     script: str
-    files: Mapping[str, str] = field(default_factory=dict)
-    options: Mapping[str, Any] = field(default_factory=dict)
+    files: Mapping[str, str] = _NOTHING
+    options: Mapping[str, Any] = _NOTHING
     expect: Sequence[tuple[int, int]] | None = None
     note: str = ""
 
 
-@dataclass
 class LintOptions:
     """What the user told `rlpatch lint` (CLI, then `[tool.rlpatch]`), visible to every rule."""
 
-    verl_version: Version = NEWEST_VERL  # the newest released verl unless told otherwise
-    verl_root: str | None = None
-    mode: str | None = None
-    env: dict[str, str] = field(default_factory=dict)
-    args: list[str] = field(default_factory=list)
-    allow_level: frozenset[str] = frozenset()
-    config_root: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)  # room for later families' options
+    def __init__(self, verl_version: Version = NEWEST_VERL, verl_root: str | None = None, mode: str | None = None,
+                 env: dict[str, str] | None = None, args: list[str] | None = None,
+                 allow_level: frozenset[str] = frozenset(), config_root: str | None = None,
+                 extra: dict[str, Any] | None = None) -> None:
+        self.verl_version = verl_version  # the newest released verl unless told otherwise
+        self.verl_root = verl_root
+        self.mode = mode
+        self.env: dict[str, str] = {} if env is None else env
+        self.args: list[str] = [] if args is None else args
+        self.allow_level = allow_level
+        self.config_root = config_root
+        self.extra: dict[str, Any] = {} if extra is None else extra  # room for later families' options
+
+    def __repr__(self) -> str:
+        return f"LintOptions(verl_version={self.verl_version}, verl_root={self.verl_root!r}, mode={self.mode!r})"
 
 
-@dataclass
-class Skipped:
+class Skipped(NamedTuple):
     """A rule that could not decide because a value it needs is unknown (reported by RL002)."""
 
     code: str
@@ -139,6 +161,8 @@ class _Reporter:
 
     def read_json(self, path: str) -> tuple[Any, str] | None:
         """(parsed JSON, text) of a file the script references, or None when unreadable or not JSON."""
+        import json  # here: most scripts reference no JSON file
+
         try:
             with open(path, encoding="utf-8") as handle:
                 text = handle.read(4 * 1024 * 1024)

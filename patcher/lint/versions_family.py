@@ -10,15 +10,16 @@ never imports libcst.
 
 from __future__ import annotations
 
-import json
+import os
 import sys
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlpatch.lint.rule import LintContext, LintOptions, Skipped
 from rlpatch.shell.model import Run, Setting
-from rlpatch.upstream.envprobe import Installed, probe, probe_root
 from rlpatch.upstream.versions import Version
+
+if TYPE_CHECKING:  # imported when a version is really asked for: most runs never ask (cold start)
+    from rlpatch.upstream.envprobe import Installed
 
 SGLANG_PATCH_RULE = "sglang-model-runner"  # the patch that reads MSPROBE_SGLANG_CONFIG (SGLang < 0.5.11)
 SGLANG_DUMP_KEY = "actor_rollout_ref.rollout.engine_kwargs.sglang.msprobe_dump_config"
@@ -51,6 +52,8 @@ def _root(options: LintOptions, project: str) -> str | None:
 
 
 def _find(options: LintOptions, project: str, roots: dict[str, str | None]) -> Installed:
+    from rlpatch.upstream.envprobe import probe, probe_root
+
     if roots.get(project):
         return probe_root(project, roots[project])  # type: ignore[arg-type]
     if project == "mindstudio-probe":
@@ -95,7 +98,7 @@ def verify_states(ctx: LintContext, backend: str) -> tuple[list[dict[str, Any]],
     command = [sys.executable, "-m", "rlpatch.cli", "verify", "--format", "json", "--mode", "consistency",
                "--backend", backend]
     if options.verl_root:
-        command += ["--verl-root", str(Path(options.verl_root).resolve())]
+        command += ["--verl-root", os.path.realpath(options.verl_root)]
     elif options.extra.get("python"):
         command += ["--python", options.extra["python"]]
     return _cached_verify(options, ("verify", backend), command)
@@ -108,7 +111,7 @@ def verify_sglang_states(ctx: LintContext) -> tuple[list[dict[str, Any]], str | 
     command = [sys.executable, "-m", "rlpatch.cli", "verify", "--format", "json", "--rules", SGLANG_PATCH_RULE]
     root = options.extra.get("sglang_root")
     if root:
-        command += ["--sglang-root", str(Path(root).resolve())]
+        command += ["--sglang-root", os.path.realpath(root)]
     elif options.extra.get("python"):
         command += ["--python", options.extra["python"]]
     return _cached_verify(options, ("verify", "sglang"), command)
@@ -130,6 +133,7 @@ def verify_trainers(ctx: LintContext, backend: str) -> tuple[list[dict[str, Any]
 
 
 def _run_verify(command: list[str]) -> tuple[list[dict[str, Any]], str | None, list[dict[str, Any]]]:
+    import json
     import subprocess  # here: only a consistency run with a target asks `rlpatch verify`
 
     try:
@@ -148,4 +152,4 @@ def _run_verify(command: list[str]) -> tuple[list[dict[str, Any]], str | None, l
 
 def case_root(name: str) -> str:
     """A tree of the repository's fixtures (the rule cases run against them)."""
-    return str(Path(__file__).resolve().parents[2] / "fixtures" / name)
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__)))), "fixtures", name)

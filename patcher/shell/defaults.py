@@ -8,7 +8,7 @@ an entry that is a `Ref` follows another key (verl's `${oc.select:...}` interpol
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from rlpatch.upstream.versions import Version
 
@@ -20,9 +20,9 @@ REF = f"{AR}.ref"
 NEWEST_VERL = Version.parse("0.9.1")
 
 
-@dataclass(frozen=True)
-class Ref:
-    """The default of this key is the value of another key."""
+class Ref(NamedTuple):
+    """The default of this key is the value of another key. (The records of this module are
+    NamedTuples, not frozen dataclasses: `rlpatch lint` creates them at every cold start.)"""
 
     key: str
 
@@ -87,8 +87,7 @@ def ulysses_keys(role: str) -> tuple[str, str]:
     return f"{role}.ulysses_sequence_parallel_size", f"{role}.fsdp_config.ulysses_sequence_parallel_size"
 
 
-@dataclass(frozen=True)
-class Rename:
+class Rename(NamedTuple):
     """A config section verl moved: keys below `old` are below `new` from verl `since` on."""
 
     old: str

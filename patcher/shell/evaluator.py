@@ -11,7 +11,6 @@ decision, depth-first, capped), so each launch a script can make is seen with co
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 
 from rlpatch.shell.control import PathExit, ScopeReturn
 from rlpatch.shell.launch import Launch
@@ -49,10 +48,15 @@ class Chooser:
         return None
 
 
-@dataclass
 class Options:
-    env: dict[str, str] = field(default_factory=dict)  # --env / --use-env: the starting environment
-    args: list[str] = field(default_factory=list)  # `-- extra overrides`: the script's "$@"
+    """What the script starts with. (Not a dataclass: created at every cold start of `rlpatch lint`.)"""
+
+    __slots__ = ("env", "args")
+
+    def __init__(self, env: dict[str, str] | None = None, args: list[str] | None = None) -> None:
+        self.env: dict[str, str] = {} if env is None else env  # --env / --use-env: the starting environment
+        self.args: list[str] = [] if args is None else args  # `-- extra overrides`: the script's "$@"
+
 
 class PathRun:
     """The state shared by all shells of one path, plus the cross-path caches."""

@@ -10,7 +10,6 @@ the Hydra arguments. The words before the entry only matter for where env vars m
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
 from rlpatch.shell.source import Span
@@ -29,16 +28,21 @@ ENTRY_MODULE_RE = re.compile(
 ENTRY_SCRIPT_RE = re.compile(r"(?:^|/)(?:verl|recipe)/(?:[\w.-]+/)*(?:main\w*|\w*_main)\.py")
 
 
-@dataclass
 class Launch:
-    """One command that runs a verl entry point, fully expanded."""
+    """One command that runs a verl entry point, fully expanded. (A plain class: `rlpatch lint`
+    imports it at every cold start, where a dataclass costs about a millisecond to create.)"""
 
-    entry: str  # module name (`verl.trainer.main_ppo`) or script path
-    entry_arg: "Arg"
-    launcher: list["Arg"]  # the words before `-m MODULE` / the script
-    args: list["Arg"]  # everything after the entry: Hydra overrides and options
-    command_span: Span
-    env: dict[str, "Value"] = field(default_factory=dict)  # exported + `VAR=x cmd` prefixes
+    def __init__(self, entry: str, entry_arg: "Arg", launcher: list["Arg"], args: list["Arg"], command_span: Span,
+                 env: dict[str, "Value"] | None = None) -> None:
+        self.entry = entry  # module name (`verl.trainer.main_ppo`) or script path
+        self.entry_arg = entry_arg
+        self.launcher = launcher  # the words before `-m MODULE` / the script
+        self.args = args  # everything after the entry: Hydra overrides and options
+        self.command_span = command_span
+        self.env: dict[str, "Value"] = {} if env is None else env  # exported + `VAR=x cmd` prefixes
+
+    def __repr__(self) -> str:
+        return f"Launch({self.entry!r} at {self.command_span.file}:{self.command_span.line})"
 
     @property
     def ray_submit(self) -> bool:

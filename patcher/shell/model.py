@@ -5,13 +5,15 @@ Hydra overrides in order (last wins, `~key` deletes), verl's defaults for the ke
 the config file given with `--config-path/--config-name`, the env vars the launch sees, and from
 those: the dump mode, rollout and training backends, world size and parallel/batch sizes, each
 with where it came from. Unknown values stay unknown (`Setting.known` is False).
+
+`Setting`, `EnvVar` and `Run` are plain classes, not dataclasses: `rlpatch lint` imports this module
+on every cold start, and generating a dataclass's methods costs about a millisecond each.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
 from typing import Literal
 
 from rlpatch.shell import Arg, Launch, Span, Unknown
@@ -35,16 +37,30 @@ TOOL_KEY = "global_profiler.tool"
 _KEY_RE = re.compile(r"[A-Za-z_][\w\-]*(?:[./@][\w\-]+)*|[\w\-]+(?:[./@][\w\-]+)*")
 
 
-@dataclass
 class Setting:
     """The value one key will have, and where it came from."""
 
-    key: str
-    text: str | None  # None: unknown (see `desc`) — "null" means Hydra null
-    source: Literal["override", "config", "default", "absent"]
-    span: Span  # the value's position (or the entry token for defaults)
-    override: Override | None = None
-    desc: str = ""  # what could not be resolved
+    __slots__ = ("key", "text", "source", "span", "override", "desc")
+
+    def __init__(self, key: str, text: str | None, source: Literal["override", "config", "default", "absent"],
+                 span: Span, override: Override | None = None, desc: str = "") -> None:
+        self.key = key
+        self.text = text  # None: unknown (see `desc`) — "null" means Hydra null
+        self.source = source
+        self.span = span  # the value's position (or the entry token for defaults)
+        self.override = override
+        self.desc = desc  # what could not be resolved
+
+    def _fields(self) -> tuple:
+        return (self.key, self.text, self.source, self.span, self.override, self.desc)
+
+    def __eq__(self, other: object) -> bool:
+        return self._fields() == other._fields() if isinstance(other, Setting) else NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Setting({self.describe()!r})"
 
     @property
     def known(self) -> bool:
@@ -94,34 +110,51 @@ class Setting:
         return f"{self.key}={self.text if self.text is not None else '<unknown>'}{where}"
 
 
-@dataclass
 class EnvVar:
-    name: str
-    text: str | None
-    span: Span
-    how: str  # "export", "prefix", "--env"
+    """A variable the launch's environment has, and how it got there."""
+
+    __slots__ = ("name", "text", "span", "how")
+
+    def __init__(self, name: str, text: str | None, span: Span, how: str) -> None:
+        self.name = name
+        self.text = text
+        self.span = span
+        self.how = how  # "export", "prefix", "--env"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, EnvVar):
+            return NotImplemented
+        return (self.name, self.text, self.span, self.how) == (other.name, other.text, other.span, other.how)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"EnvVar({self.name!r}, {self.text!r}, {self.how!r})"
 
 
-@dataclass
 class Run:
     """One verl launch, resolved."""
 
-    launch: Launch
-    file: str
-    version: Version
-    overrides: list[Override] = field(default_factory=list)
-    options_args: list[Arg] = field(default_factory=list)  # --config-path etc.
-    config_dir: str | None = None
-    config_name: str | None = None
-    config_values: dict[str, tuple[str, Span]] = field(default_factory=dict)
-    env: dict[str, EnvVar] = field(default_factory=dict)
-    unknown: list[Unknown] = field(default_factory=list)
-    forced_mode: Mode | None = None
-    _memo_size: int = field(default=-1, repr=False)
-    _settings: dict[str, Setting] = field(default_factory=dict, repr=False)
-    _last: dict[str, Override] = field(default_factory=dict, repr=False)
-    _effective: list[Override] = field(default_factory=list, repr=False)
-    _inference: list[Override] | None = field(default=None, repr=False)  # asked by every rule, via `mode`
+    def __init__(self, launch: Launch, file: str, version: Version, forced_mode: Mode | None = None) -> None:
+        self.launch = launch
+        self.file = file
+        self.version = version
+        self.forced_mode = forced_mode
+        self.overrides: list[Override] = []
+        self.options_args: list[Arg] = []  # --config-path etc.
+        self.config_dir: str | None = None
+        self.config_name: str | None = None
+        self.config_values: dict[str, tuple[str, Span]] = {}
+        self.env: dict[str, EnvVar] = {}
+        self.unknown: list[Unknown] = []
+        self._memo_size = -1
+        self._settings: dict[str, Setting] = {}
+        self._last: dict[str, Override] = {}
+        self._effective: list[Override] = []
+        self._inference: list[Override] | None = None  # asked by every rule, via `mode`
+
+    def __repr__(self) -> str:
+        return f"Run({self.launch.entry!r} in {self.file})"
 
     # ---- construction ---------------------------------------------------------------------
     @classmethod

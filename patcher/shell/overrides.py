@@ -7,25 +7,38 @@ value's leaves are overrides of their own (`Override.leaves`, read by `hydra_dic
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from rlpatch.shell.hydra_dict import Leaf, dict_leaves
 from rlpatch.shell.results import Arg
 from rlpatch.shell.source import Span
 
 
-@dataclass
 class Override:
-    """One Hydra argument: `[~|+|++]key[=value]`, with its positions."""
+    """One Hydra argument: `[~|+|++]key[=value]`, with its positions. (A plain class, not a
+    dataclass: it is created at every cold start of `rlpatch lint`.)"""
 
-    arg: Arg
-    text: str
-    prefix: str  # "", "+", "++" or "~"
-    key: str
-    value: str | None  # None: no `=` (deletion `~key`) or unknown
-    value_known: bool
-    # A leaf of a dict value (`key={a:1}` read as `key.a=1`): where its key and value are in the text.
-    leaf: Leaf | None = None
+    __slots__ = ("arg", "text", "prefix", "key", "value", "value_known", "leaf")
+
+    def __init__(self, arg: Arg, text: str, prefix: str, key: str, value: str | None, value_known: bool,
+                 leaf: Leaf | None = None) -> None:
+        self.arg = arg
+        self.text = text
+        self.prefix = prefix  # "", "+", "++" or "~"
+        self.key = key
+        self.value = value  # None: no `=` (deletion `~key`) or unknown
+        self.value_known = value_known
+        # A leaf of a dict value (`key={a:1}` read as `key.a=1`): where its key and value are in the text.
+        self.leaf = leaf
+
+    def _fields(self) -> tuple:
+        return (self.arg, self.text, self.prefix, self.key, self.value, self.value_known, self.leaf)
+
+    def __eq__(self, other: object) -> bool:
+        return self._fields() == other._fields() if isinstance(other, Override) else NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Override({self.text!r})"
 
     @property
     def span(self) -> Span:

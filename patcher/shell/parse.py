@@ -8,7 +8,6 @@ rest of the file: that one is reported as an input error instead of being linted
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from functools import lru_cache
 
 from rlpatch.errors import InputError
@@ -57,12 +56,16 @@ def _parser():
     return Parser(language())
 
 
-@dataclass
 class ParsedScript:
-    tree: object  # tree_sitter.Tree
-    # Per-tree memo for the evaluator, keyed by node ids (which are only unique within one tree):
-    # what a statement's nodes say does not change from one path of the script to the next.
-    memo: dict = field(default_factory=dict, repr=False, compare=False)
+    """A script's tree-sitter tree, with the evaluator's per-tree memo."""
+
+    __slots__ = ("tree", "memo")
+
+    def __init__(self, tree: object) -> None:
+        self.tree = tree  # tree_sitter.Tree
+        # Per-tree memo for the evaluator, keyed by node ids (which are only unique within one tree):
+        # what a statement's nodes say does not change from one path of the script to the next.
+        self.memo: dict = {}
 
 
 def parse_file(source: SourceFile) -> ParsedScript:

@@ -1,10 +1,11 @@
 """What evaluating a script yields: argv fields (`Arg`), what could not be resolved (`Unknown`), and
 the `Evaluation` of a whole script (its launches over every path).
+
+These records are plain classes, not dataclasses: every `rlpatch lint` start-up would pay about a
+millisecond per dataclass to have its methods generated (the pre-commit hook runs cold).
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass, field
 
 from rlpatch.shell.launch import Launch
 from rlpatch.shell.parse import ParsedScript
@@ -12,20 +13,30 @@ from rlpatch.shell.pieces import Piece, Word, word_text
 from rlpatch.shell.source import SourceFile, Span
 
 
-@dataclass(init=False)
 class Arg:
     """One argv field of a command: its expanded pieces and the source token it came from."""
 
+    __slots__ = ("word", "span", "text")
     word: Word
     span: Span
     # The word's text (None when unknown), computed once: the launch model and the rules ask for
     # it over and over (tens of thousands of times on a few hundred scripts).
-    text: str | None = field(repr=False, compare=False)
+    text: str | None
 
-    def __init__(self, word: Word, span: Span) -> None:  # by hand: one call per Arg, not two
+    def __init__(self, word: Word, span: Span) -> None:
         self.word = word
         self.span = span
         self.text = word_text(word)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Arg):
+            return NotImplemented
+        return self.word == other.word and self.span == other.span
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, compared by value
+
+    def __repr__(self) -> str:
+        return f"Arg({self.display!r} at {self.span.line}:{self.span.column})"
 
     @property
     def display(self) -> str:
@@ -59,21 +70,34 @@ class Arg:
         return chosen
 
 
-@dataclass
 class Unknown:
     """Something the evaluator could not resolve, with where it is."""
 
-    what: str
-    span: Span
-    args: tuple[str, ...] = ()  # for a file that cannot be told (`bash "$TMP" a=1`): the arguments it gets
+    __slots__ = ("what", "span", "args")
+
+    def __init__(self, what: str, span: Span, args: tuple[str, ...] = ()) -> None:
+        self.what = what
+        self.span = span
+        self.args = args  # for a file that cannot be told (`bash "$TMP" a=1`): the arguments it gets
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Unknown):
+            return NotImplemented
+        return (self.what, self.span, self.args) == (other.what, other.span, other.args)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Unknown({self.what!r}, {self.span!r}, {self.args!r})"
 
 
-@dataclass
 class Evaluation:
     """Everything learnt from one script (all paths)."""
 
-    source: SourceFile
-    parsed: ParsedScript
-    launches: list[Launch] = field(default_factory=list)
-    unknowns: list[Unknown] = field(default_factory=list)
-    paths: int = 0
+    def __init__(self, source: SourceFile, parsed: ParsedScript, launches: list[Launch] | None = None,
+                 unknowns: list[Unknown] | None = None, paths: int = 0) -> None:
+        self.source = source
+        self.parsed = parsed
+        self.launches: list[Launch] = [] if launches is None else launches
+        self.unknowns: list[Unknown] = [] if unknowns is None else unknowns
+        self.paths = paths

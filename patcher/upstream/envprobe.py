@@ -13,14 +13,16 @@ effects (CUDA/NPU probing), so versions come from metadata only:
 from __future__ import annotations
 
 import importlib.util
-import json
+import os
 import re
 import sys
-from dataclasses import dataclass
-from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
 
 from rlpatch.errors import InputError
 from rlpatch.upstream.versions import Version
+
+if TYPE_CHECKING:  # pathlib is imported where a Path is made: `rlpatch lint` asks `probe_here` at
+    from pathlib import Path  # every cold start, and mostly learns that verl is not installed here
 
 # distribution name -> top-level import name
 PROJECTS: dict[str, str] = {
@@ -64,8 +66,7 @@ print(json.dumps(out))
 """
 
 
-@dataclass(frozen=True)
-class Installed:
+class Installed(NamedTuple):
     """One project as found in a target environment: where its package is and which version it is."""
 
     project: str
@@ -79,6 +80,7 @@ class Installed:
 
 def probe_interpreter(python: str, projects: tuple[str, ...] = tuple(PROJECTS)) -> dict[str, Installed]:
     """The projects installed for the interpreter `python`, found without importing any of them."""
+    import json
     import subprocess  # here: the lint path imports this module, and rarely probes another interpreter
 
     wanted = {name: PROJECTS[name] for name in projects}
@@ -112,6 +114,8 @@ def probe_here(projects: tuple[str, ...] = tuple(PROJECTS)) -> dict[str, Install
             spec = None
         location = None
         if spec is not None:
+            from pathlib import Path
+
             paths = list(spec.submodule_search_locations or [])
             location = Path(paths[0]) if paths else (Path(spec.origin) if spec.origin else None)
         version = None
@@ -123,12 +127,14 @@ def probe_here(projects: tuple[str, ...] = tuple(PROJECTS)) -> dict[str, Install
 
 def probe(python: str | None, projects: tuple[str, ...] = tuple(PROJECTS)) -> dict[str, Installed]:
     """`probe_interpreter` for another interpreter, `probe_here` for this one (or when none is named)."""
-    if python is None or Path(python).resolve() == Path(sys.executable).resolve():
+    if python is None or os.path.realpath(python) == os.path.realpath(sys.executable):
         return probe_here(projects)
     return probe_interpreter(python, projects)
 
 
 def _installed_from_probe(project: str, raw: dict[str, str | None]) -> Installed:
+    from pathlib import Path
+
     location = Path(raw["location"]) if raw.get("location") else None
     version = Version.maybe(raw.get("version"))
     if version is None and location is not None and location.is_dir():
@@ -140,6 +146,8 @@ def _installed_from_probe(project: str, raw: dict[str, str | None]) -> Installed
 def probe_root(project: str, root: str | Path) -> Installed:
     """The project found under `root`: a git checkout, an unpacked wheel, a site-packages directory,
     or the package directory itself."""
+    from pathlib import Path
+
     package_dir = find_package_dir(project, Path(root))
     if package_dir is None:
         return Installed(project, None, None)

@@ -18,14 +18,12 @@ commands and the linter judge coverage the same way without importing each other
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, NamedTuple
 
 from rlpatch.upstream.versions import Version
 
 
-@dataclass(frozen=True)
-class Trainer:
+class Trainer(NamedTuple):
     """One verl trainer: how a launch selects it and from which release it exists."""
 
     id: str
@@ -56,8 +54,7 @@ def default_trainer(version: Version | None) -> str:
     return "v1" if version is None or not version < "0.9.0" else "v0"
 
 
-@dataclass(frozen=True)
-class Coverage:
+class Coverage(NamedTuple):
     """Whether a set of rule reports covers one trainer, and why not."""
 
     trainer: str

@@ -8,7 +8,6 @@ after it, as PEP 440 says.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import total_ordering
 
 _VERSION_RE = re.compile(
@@ -23,13 +22,34 @@ _PRE_ORDER = {"a": 0, "alpha": 0, "b": 1, "beta": 1, "c": 2, "rc": 2}
 
 
 @total_ordering
-@dataclass(frozen=True)
 class Version:
+    """A parsed version number, immutable. A plain class rather than a dataclass: every `rlpatch lint`
+    imports it, and a frozen dataclass costs about a millisecond of start-up to create."""
+
+    __slots__ = ("text", "release", "pre", "post", "dev")
     text: str
     release: tuple[int, ...]
-    pre: tuple[int, int] | None = None
-    post: int | None = None
-    dev: int | None = None
+    pre: tuple[int, int] | None
+    post: int | None
+    dev: int | None
+
+    def __init__(self, text: str, release: tuple[int, ...], pre: tuple[int, int] | None = None,
+                 post: int | None = None, dev: int | None = None) -> None:
+        set_field = object.__setattr__  # __setattr__ below refuses every change after this
+        set_field(self, "text", text)
+        set_field(self, "release", release)
+        set_field(self, "pre", pre)
+        set_field(self, "post", post)
+        set_field(self, "dev", dev)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Version is immutable: cannot set {name}")
+
+    def __reduce__(self) -> tuple:  # pickled back from `lint --jobs` workers; __setattr__ refuses
+        return (Version, (self.text, self.release, self.pre, self.post, self.dev))
+
+    def __repr__(self) -> str:
+        return f"Version({self.text!r})"
 
     @classmethod
     def parse(cls, text: str) -> "Version":
