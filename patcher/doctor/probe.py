@@ -1,7 +1,8 @@
 """The probe that runs *inside* the target interpreter, in two stages, and reads its answer.
 
-Stage 1 uses the standard library only (`importlib.metadata`, `importlib.util.find_spec`: no
-package is executed) and is fast; stage 2 really imports `from msprobe.pytorch import
+Stage 1 is the probe every target-interpreter question uses (`rlpatch.upstream.target_probe`: the
+standard library only, `importlib.metadata` and `importlib.util.find_spec`, no package is executed)
+and is fast; stage 2 really imports `from msprobe.pytorch import
 PrecisionDebugger` in a second subprocess with its own timeout, because that import pulls in torch
 (and on NPU hosts torch_npu and CANN), which can take long, print, or crash. Each stage prints one
 marker line, found even when site hooks print other text. Never `-I`/`-E`: they drop PYTHONPATH.
@@ -15,8 +16,9 @@ import subprocess
 from dataclasses import dataclass
 
 from rlpatch.errors import InputError
+from rlpatch.upstream import target_probe
 
-MARKER = "RLPATCH-PROBE "
+MARKER = target_probe.MARKER  # stage 2 answers with the same marker line as the shared stage 1
 STAGE1_TIMEOUT_S = 60.0
 
 # distribution name -> top-level module, in the order doctor reports them.
@@ -30,68 +32,6 @@ PACKAGES: dict[str, str] = {
     "vllm-ascend": "vllm_ascend",
     "ray": "ray",
 }
-
-STAGE1 = r"""
-import importlib.metadata as md, importlib.util as iu, json, os, platform, re, sys
-PACKAGES = json.loads(sys.argv[1])
-VERSION_FILES = {"verl": ("version/version", None), "sglang": ("version.py", r"__version__\s*=\s*['\"]([^'\"]+)"),
-                 "vllm_ascend": ("_version.py", r"(?:__version__|version)\s*(?::\s*str)?\s*=\s*['\"]([^'\"]+)")}
-def norm(name):
-    return re.sub(r"[-_.]+", "_", name).lower()
-def beside(dist, folder):
-    parent = os.path.dirname(folder)
-    try:
-        names = sorted(os.listdir(parent))
-    except OSError:
-        return None
-    for name in names:
-        if name.endswith(".dist-info") and norm(name[:-10].rsplit("-", 1)[0]) == norm(dist):
-            try:
-                for line in open(os.path.join(parent, name, "METADATA"), encoding="utf-8", errors="replace"):
-                    if line.startswith("Version:"):
-                        return line.split(":", 1)[1].strip()
-            except OSError:
-                return None
-    return None
-def from_file(module, folder):
-    relative, pattern = VERSION_FILES.get(module, (None, None))
-    if relative is None:
-        return None
-    try:
-        text = open(os.path.join(folder, relative), encoding="utf-8", errors="replace").read()
-    except OSError:
-        return None
-    if pattern is None:
-        return text.strip() or None
-    found = re.search(pattern, text)
-    return found.group(1) if found else None
-out = {"executable": sys.executable, "python": platform.python_version(), "prefix": sys.prefix, "cwd": os.getcwd(),
-       "sys_path": sys.path[:8], "env": {k: v for k, v in os.environ.items() if k.startswith("ASCEND_") or k in ("PYTHONPATH", "LD_LIBRARY_PATH")},
-       "packages": {}}
-for dist, module in PACKAGES.items():
-    location = error = None
-    try:
-        spec = iu.find_spec(module)
-        if spec is not None:
-            paths = list(spec.submodule_search_locations or [])
-            location = paths[0] if paths else spec.origin
-    except Exception as err:
-        error = "%s: %s" % (type(err).__name__, err)
-    try:
-        installed = md.version(dist)
-    except Exception:
-        installed = None
-    version, source = None, None
-    if location and os.path.isdir(location):
-        version, source = beside(dist, location), "dist-info"
-        if version is None:
-            version, source = from_file(module, location), "version file"
-    if version is None and location:
-        version, source = installed, "metadata"
-    out["packages"][dist] = {"module": module, "location": location, "version": version, "version_from": source if version else None,
-                             "installed_version": installed, "error": error}
-sys.stdout.write("\n" + MARKER + json.dumps(out) + "\n")
-"""
 
 STAGE2 = r"""
 import json, os, sys, traceback
@@ -140,21 +80,17 @@ def run_stage(interpreter: Interpreter, source: str, args: list[str], timeout: f
                          f"{timeout:g} s") from None
     except OSError as err:
         raise InputError(f"{interpreter.chosen_by}: {interpreter.display}: cannot run it ({err.strerror})") from None
-    for line in reversed(done.stdout.splitlines()):
-        if line.startswith(MARKER):
-            try:
-                return json.loads(line[len(MARKER):])
-            except ValueError:
-                break
-    said = (done.stderr.strip() or done.stdout.strip()).splitlines()
-    detail = said[-1] if said else f"exit {done.returncode}, no output"
-    raise InputError(f"{interpreter.chosen_by}: {interpreter.display} is not a working Python interpreter ({detail})")
+    answer = target_probe.read_answer(done.stdout)
+    if answer is not None:
+        return answer
+    raise InputError(f"{interpreter.chosen_by}: {interpreter.display} is not a working Python interpreter "
+                     f"({target_probe.last_words(done)})")
 
 
 def environment(interpreter: Interpreter) -> dict:
-    """Stage 1: where and which version each package is, for this interpreter, without importing any."""
-    return run_stage(interpreter, STAGE1.replace("MARKER", repr(MARKER)), [json.dumps(PACKAGES)], STAGE1_TIMEOUT_S,
-                     "metadata")
+    """Stage 1: where and which version each package is, for this interpreter, without importing any
+    (the probe `upstream.target_probe` runs for every command that asks a target interpreter)."""
+    return run_stage(interpreter, target_probe.PROBE_SOURCE, [json.dumps(PACKAGES)], STAGE1_TIMEOUT_S, "metadata")
 
 
 def msprobe_import(interpreter: Interpreter, timeout: float) -> dict:

@@ -52,6 +52,8 @@ SEVERITY_LETTER: dict[str, str] = {"error": "E", "warning": "W", "info": "I"}
 SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "error": 2}
 ALL_MODES: frozenset[str] = frozenset({"training", "inference", "consistency", "none"})
 Position = Span  # re-exported for rule modules: a file, 1-based line/column, exclusive end
+# The repository's fixtures: some rule cases run against the small upstream-shaped trees there.
+FIXTURES_ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__)))), "fixtures")
 
 
 # The records below are NamedTuples or plain classes, not dataclasses: every rule module and the
@@ -261,7 +263,9 @@ def example_text(case: Case) -> str:
     for name, text in case.files.items():
         parts += ["", f"    with {name}:", _indent(text)]
     if case.options:
-        shown = ", ".join(f"{key}={value!r}" for key, value in case.options.items())
+        # A fixture tree is shown as the repository names it, not as this checkout's absolute path
+        # (the text is the same on every machine, and in SARIF).
+        shown = ", ".join(f"{key}={value!r}".replace(FIXTURES_ROOT + os.sep, "fixtures/") for key, value in case.options.items())
         parts += ["", f"    linted with {shown}"]
     return "\n".join(parts)
 

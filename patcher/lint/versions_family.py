@@ -14,7 +14,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from rlpatch.lint.rule import LintContext, LintOptions, Skipped
+from rlpatch.lint.rule import FIXTURES_ROOT, LintContext, LintOptions, Skipped
 from rlpatch.shell.model import Run, Setting
 from rlpatch.upstream.versions import Version
 
@@ -152,4 +152,4 @@ def _run_verify(command: list[str]) -> tuple[list[dict[str, Any]], str | None, l
 
 def case_root(name: str) -> str:
     """A tree of the repository's fixtures (the rule cases run against them)."""
-    return os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__)))), "fixtures", name)
+    return os.path.join(FIXTURES_ROOT, name)

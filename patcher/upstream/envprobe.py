@@ -4,8 +4,9 @@ The RL3xx and RL6xx lint rules depend on the versions that will *run*, not on wh
 importable by rlpatch itself. Importing verl or SGLang would cost seconds and can fail or have side
 effects (CUDA/NPU probing), so versions come from metadata only:
 
-- a target interpreter (`--python`): one subprocess asks `importlib.util.find_spec` for the
-  top-level package (finders only, the package is not executed) and `importlib.metadata.version`;
+- a target interpreter (`--python`): one subprocess runs the shared probe (`target_probe`), which
+  asks `importlib.util.find_spec` for the top-level package (finders only, the package is not
+  executed) and `importlib.metadata.version`;
 - a source or unpacked root (`--verl-root` ...): the `*.dist-info/METADATA` beside the package, or
   the project's own version file (`verl/version/version`, `sglang/version.py`, ...).
 """
@@ -43,28 +44,6 @@ _VERSION_FILES: dict[str, tuple[tuple[str, str | None], ...]] = {
 
 _PROBE_TIMEOUT_S = 30
 
-# Runs inside the target interpreter. find_spec on a top-level name consults the finders only:
-# the package's __init__ is not executed.
-_PROBE_SOURCE = """
-import importlib.util, importlib.metadata, json, sys
-out = {}
-for dist, module in json.loads(sys.argv[1]).items():
-    try:
-        spec = importlib.util.find_spec(module)
-    except Exception:
-        spec = None
-    location = None
-    if spec is not None:
-        paths = list(spec.submodule_search_locations or [])
-        location = paths[0] if paths else spec.origin
-    try:
-        version = importlib.metadata.version(dist)
-    except Exception:
-        version = None
-    out[dist] = {"location": location, "version": version}
-print(json.dumps(out))
-"""
-
 
 class Installed(NamedTuple):
     """One project as found in a target environment: where its package is and which version it is."""
@@ -80,28 +59,22 @@ class Installed(NamedTuple):
 
 def probe_interpreter(python: str, projects: tuple[str, ...] = tuple(PROJECTS)) -> dict[str, Installed]:
     """The projects installed for the interpreter `python`, found without importing any of them."""
-    import json
     import subprocess  # here: the lint path imports this module, and rarely probes another interpreter
 
-    wanted = {name: PROJECTS[name] for name in projects}
+    from rlpatch.upstream import target_probe
+
     try:
-        result = subprocess.run(
-            [python, "-c", _PROBE_SOURCE, json.dumps(wanted)],
-            capture_output=True,
-            text=True,
-            timeout=_PROBE_TIMEOUT_S,
-            check=False,
-        )
+        result = subprocess.run(target_probe.probe_command([python], {name: PROJECTS[name] for name in projects}),
+                                capture_output=True, text=True, timeout=_PROBE_TIMEOUT_S, check=False)
     except (OSError, subprocess.TimeoutExpired) as err:
         raise InputError(f"cannot run the target interpreter {python!r}: {err}") from None
-    if result.returncode != 0:
-        detail = (result.stderr.strip().splitlines() or ["no output"])[-1]
-        raise InputError(f"cannot probe the target interpreter {python!r}: {detail}")
-    try:
-        raw = json.loads(result.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        raise InputError(f"the target interpreter {python!r} printed no probe result") from None
-    return {name: _installed_from_probe(name, raw.get(name) or {}) for name in projects}
+    answer = target_probe.read_answer(result.stdout)
+    if answer is None:
+        if result.returncode != 0:
+            raise InputError(f"cannot probe the target interpreter {python!r}: {target_probe.last_words(result)}")
+        raise InputError(f"the target interpreter {python!r} printed no probe result")
+    found = answer.get("packages", {})
+    return {name: _installed_from_probe(name, found.get(name) or {}) for name in projects}
 
 
 def probe_here(projects: tuple[str, ...] = tuple(PROJECTS)) -> dict[str, Installed]:
@@ -136,7 +109,7 @@ def _installed_from_probe(project: str, raw: dict[str, str | None]) -> Installed
     from pathlib import Path
 
     location = Path(raw["location"]) if raw.get("location") else None
-    version = Version.maybe(raw.get("version"))
+    version = Version.maybe(raw.get("installed_version"))  # importlib.metadata's answer
     if version is None and location is not None and location.is_dir():
         # A source checkout on PYTHONPATH has no dist-info: fall back to its version file.
         version = version_from_package_dir(project, location)

@@ -3,13 +3,12 @@
 A root is the directory that contains the package folder (`verl/`, `sglang/`, `vllm_ascend/`):
 a git checkout or a site-packages directory; the package folder itself is accepted too. With no
 root given, the tree is the one the target interpreter really imports, found with
-`importlib.util.find_spec` in that interpreter, which locates a top-level package without
-executing it (importing verl would pull in torch and Ray).
+`importlib.util.find_spec` in that interpreter (the shared probe, `target_probe`), which locates a
+top-level package without executing it (importing verl would pull in torch and Ray).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Literal
 
 from rlpatch.errors import InputError
+from rlpatch.upstream import target_probe
 from rlpatch.upstream.versions import Version
 
 Package = Literal["verl", "sglang", "vllm_ascend"]
@@ -41,21 +41,6 @@ class Target:
 # The distribution (package index) name of each package, as it appears in `*.dist-info` folder names.
 DISTRIBUTIONS: dict[str, str] = {"verl": "verl", "sglang": "sglang", "vllm_ascend": "vllm_ascend"}
 OPTION_OF: dict[str, str] = {"verl": "--verl-root", "sglang": "--sglang-root", "vllm_ascend": "--vllm-ascend-root"}
-
-_FIND_SPEC_SCRIPT = r"""
-import importlib.metadata, importlib.util, json, sys
-name, dist = sys.argv[1], sys.argv[2]
-try:
-    spec = importlib.util.find_spec(name)
-except Exception as err:  # a broken parent package or path hook
-    spec = None
-locations = list(spec.submodule_search_locations or []) if spec else []
-try:
-    version = importlib.metadata.version(dist)
-except Exception:
-    version = None
-print(json.dumps({"locations": locations, "version": version, "python": sys.version.split()[0]}))
-"""
 
 _VERSION_ASSIGNMENT = re.compile(r"""^(?:__version__|version|VERSION)\s*(?::\s*str\s*)?=\s*(?:version\s*=\s*)?['"]([^'"]+)['"]""", re.M)
 
@@ -112,9 +97,11 @@ def target_for_root(package: Package, path: str) -> Target:
 
 
 def _ask_interpreter(python: str, package: Package) -> dict:
+    """The probe's answer about `package` in `python`: its "locations", "installed_version" and the
+    interpreter's "python" version."""
     try:
         result = subprocess.run(
-            [python, "-c", _FIND_SPEC_SCRIPT, package, DISTRIBUTIONS[package]],
+            target_probe.probe_command([python], {DISTRIBUTIONS[package]: package}),
             capture_output=True,
             text=True,
             timeout=60,
@@ -124,13 +111,12 @@ def _ask_interpreter(python: str, package: Package) -> dict:
         raise InputError(f"--python {python}: no such interpreter") from None
     except (OSError, subprocess.TimeoutExpired) as err:
         raise InputError(f"--python {python}: cannot run it ({err})") from None
-    if result.returncode != 0:
-        last = (result.stderr.strip().splitlines() or ["no output"])[-1]
-        raise InputError(f"--python {python}: failed to look up {package} ({last})")
-    try:
-        return json.loads(result.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        raise InputError(f"--python {python}: unexpected answer when looking up {package}") from None
+    answer = target_probe.read_answer(result.stdout)
+    if answer is None:
+        if result.returncode != 0:
+            raise InputError(f"--python {python}: failed to look up {package} ({target_probe.last_words(result)})")
+        raise InputError(f"--python {python}: unexpected answer when looking up {package}")
+    return {**answer.get("packages", {}).get(DISTRIBUTIONS[package], {}), "python": answer.get("python")}
 
 
 def imported_target(package: Package, python: str | None) -> Target | None:
@@ -141,6 +127,6 @@ def imported_target(package: Package, python: str | None) -> Target | None:
         folder = Path(location)
         if folder.name == package and folder.is_dir():
             root = str(folder.parent)
-            version = detect_version(package, root) or Version.maybe(answer.get("version"))
+            version = detect_version(package, root) or Version.maybe(answer.get("installed_version"))
             return Target(package, root, version, f"imported by {interpreter}")
     return None
