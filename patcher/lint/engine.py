@@ -324,7 +324,8 @@ def exit_code(results: list[FileResult], fail_on: str, exit_zero: bool) -> int:
 
 
 # ---- directive comments ------------------------------------------------------------------------
-_DIRECTIVE_RE = re.compile(r"^[ \t]*#[ \t]*rlpatch:[ \t]*(disable-file|disable)[ \t]*=[ \t]*([A-Za-z0-9_, \t]+)", re.M)
+def _directive_re() -> re.Pattern[str]:
+    return re.compile(r"^[ \t]*#[ \t]*rlpatch:[ \t]*(disable-file|disable)[ \t]*=[ \t]*([A-Za-z0-9_, \t]+)", re.M)
 _STATEMENT_TYPES = {
     "command", "variable_assignment", "declaration_command", "list", "pipeline", "redirected_statement",
     "if_statement", "for_statement", "while_statement", "case_statement", "function_definition",
@@ -344,7 +345,8 @@ class Suppressions:
     @classmethod
     def of(cls, source: SourceFile, parsed) -> "Suppressions":
         result = cls(source.path)
-        directives = list(_DIRECTIVE_RE.finditer(source.text))
+        # The substring test first: most scripts have no directive, and the pattern need not compile.
+        directives = list(_directive_re().finditer(source.text)) if "rlpatch:" in source.text else []
         if not directives:
             return result
         statements = _statement_lines(parsed.tree.root_node)

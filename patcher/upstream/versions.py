@@ -10,13 +10,14 @@ from __future__ import annotations
 import re
 from functools import total_ordering
 
-_VERSION_RE = re.compile(
+# Compiled on first use (a millisecond of every cold start otherwise): the plain `X.Y.Z` of most
+# versions never needs it.
+_VERSION_PATTERN = (
     r"^\s*v?(?P<release>\d+(?:\.\d+)*)"
     r"(?:[-_.]?(?P<pre_l>a|b|rc|alpha|beta|c)[-_.]?(?P<pre_n>\d*))?"
     r"(?:[-_.]?post[-_.]?(?P<post>\d*))?"
     r"(?:[-_.]?dev[-_.]?(?P<dev>\d*))?"
-    r"(?:\+(?P<local>[a-z0-9.]+))?\s*$",
-    re.IGNORECASE,
+    r"(?:\+(?P<local>[a-z0-9.]+))?\s*$"
 )
 _PRE_ORDER = {"a": 0, "alpha": 0, "b": 1, "beta": 1, "c": 2, "rc": 2}
 
@@ -53,7 +54,11 @@ class Version:
 
     @classmethod
     def parse(cls, text: str) -> "Version":
-        match = _VERSION_RE.match(text)
+        plain = text.strip()
+        parts = plain.split(".")
+        if all(part.isascii() and part.isdigit() for part in parts):
+            return cls(plain, tuple(int(part) for part in parts))
+        match = re.match(_VERSION_PATTERN, text, re.IGNORECASE)
         if not match:
             raise ValueError(f"not a version number: {text!r}")
         release = tuple(int(part) for part in match["release"].split("."))
