@@ -7,9 +7,13 @@ value's leaves are overrides of their own (`Override.leaves`, read by `hydra_dic
 
 from __future__ import annotations
 
-from rlpatch.shell.hydra_dict import Leaf, dict_leaves
+from typing import TYPE_CHECKING
+
 from rlpatch.shell.results import Arg
 from rlpatch.shell.source import Span
+
+if TYPE_CHECKING:  # the dict reader loads with the first `key={...}` value: most scripts have none
+    from rlpatch.shell.hydra_dict import Leaf
 
 
 class Override:
@@ -80,6 +84,8 @@ class Override:
         """A dict value's leaves as overrides of their own (`key={a:1,b:{c:2}}`: `key.a`, `key.b.c`)."""
         if not self.value_known or self.value is None or "{" not in self.value:
             return []
+        from rlpatch.shell.hydra_dict import dict_leaves
+
         start = len(self.prefix) + len(self.key) + 1
         return [Override(self.arg, self.text, self.prefix, f"{self.key}.{leaf.key}", leaf.value, True, leaf)
                 for leaf in dict_leaves(self.value, start) or ()]
