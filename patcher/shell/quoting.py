@@ -72,8 +72,9 @@ def find_brace_end(text: str, pos: int, end: int) -> int:
     return end
 
 
-def find_paren_end(text: str, pos: int, end: int) -> int:
-    """Position after the `)` closing a `$(` whose body starts at pos."""
+def _closing_paren(text: str, pos: int, end: int, comments: bool) -> int | None:
+    """Index of the `)` that closes depth 0 from pos (quotes skipped; with `comments`, a `#` word
+    starts a comment, as in a command substitution), or None when there is none before end."""
     depth = 0
     while pos < end:
         char = text[pos]
@@ -81,9 +82,9 @@ def find_paren_end(text: str, pos: int, end: int) -> int:
             depth += 1
         elif char == ")":
             if depth == 0:
-                return pos + 1
+                return pos
             depth -= 1
-        elif char == "#" and (pos == 0 or text[pos - 1] in " \t\n"):
+        elif comments and char == "#" and (pos == 0 or text[pos - 1] in " \t\n"):
             newline = text.find("\n", pos, end)
             pos = end if newline == -1 else newline
             continue
@@ -91,22 +92,19 @@ def find_paren_end(text: str, pos: int, end: int) -> int:
             pos = skip_quoted(text, pos, end)
         else:
             pos += 1
-    return end
+    return None
+
+
+def find_paren_end(text: str, pos: int, end: int) -> int:
+    """Position after the `)` closing a `$(` whose body starts at pos (end when unclosed)."""
+    close = _closing_paren(text, pos, end, comments=True)
+    return end if close is None else close + 1
 
 
 def find_arith_end(text: str, pos: int, end: int) -> int | None:
-    """Position after the `))` closing a `$((` whose body starts at pos; None if it is `$( (...) )`."""
-    depth = 0
-    while pos < end:
-        char = text[pos]
-        if char == "(":
-            depth += 1
-        elif char == ")":
-            if depth == 0:
-                return pos + 2 if pos + 1 < end and text[pos + 1] == ")" else None
-            depth -= 1
-        if char in "\\'\"$`":
-            pos = skip_quoted(text, pos, end)
-        else:
-            pos += 1
-    return None
+    """Position after the `))` closing a `$((` whose body starts at pos; None if it is `$( (...) )`.
+    No comments inside: `#` is arithmetic's base notation (`16#ff`)."""
+    close = _closing_paren(text, pos, end, comments=False)
+    if close is None:
+        return None
+    return close + 2 if close + 1 < end and text[close + 1] == ")" else None
