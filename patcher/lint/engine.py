@@ -86,15 +86,20 @@ class RuleSet:
     def __init__(self, codes: CodeFilter) -> None:
         self.codes = codes
         self._rules: dict[type[LintRule], LintRule] = {}
+        self._chosen: dict[frozenset[str] | None, list[LintRule]] = {}  # asked once per file: chosen once
 
     def for_modes(self, modes: frozenset[str] | None) -> list[LintRule]:
-        chosen = []
-        for cls in registry.lint_rule_classes(modes):
-            if self.codes.allows(cls.code):
-                if cls not in self._rules:
-                    self._rules[cls] = cls()
-                chosen.append(self._rules[cls])
+        chosen = self._chosen.get(modes)
+        if chosen is None:
+            chosen = self._chosen[modes] = [self._rule(cls) for cls in registry.lint_rule_classes(modes)
+                                            if self.codes.allows(cls.code)]
         return chosen
+
+    def _rule(self, cls: type[LintRule]) -> LintRule:
+        """One instance per rule class, whichever modes asked for it first."""
+        if cls not in self._rules:
+            self._rules[cls] = cls()
+        return self._rules[cls]
 
     def __iter__(self) -> Iterator[LintRule]:
         return iter(self.for_modes(None))
