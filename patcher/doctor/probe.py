@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from rlpatch.errors import InputError
 from rlpatch.upstream import target_probe
 
-MARKER = target_probe.MARKER  # stage 2 answers with the same marker line as the shared stage 1
 STAGE1_TIMEOUT_S = 60.0
 
 # distribution name -> top-level module, in the order doctor reports them.
@@ -33,7 +32,7 @@ PACKAGES: dict[str, str] = {
     "ray": "ray",
 }
 
-STAGE2 = r"""
+STAGE2 = target_probe.with_marker(r"""
 import json, os, sys, traceback
 try:
     from msprobe.pytorch import PrecisionDebugger
@@ -48,7 +47,7 @@ except BaseException as err:
 sys.stdout.write("\n" + MARKER + json.dumps(out) + "\n")
 sys.stdout.flush()
 os._exit(0)  # no atexit hooks of half-imported frameworks
-"""
+""")
 
 
 @dataclass(frozen=True)
@@ -95,7 +94,7 @@ def environment(interpreter: Interpreter) -> dict:
 
 def msprobe_import(interpreter: Interpreter, timeout: float) -> dict:
     """Stage 2: the real `from msprobe.pytorch import PrecisionDebugger`, and why it failed."""
-    answer = run_stage(interpreter, STAGE2.replace("MARKER", repr(MARKER)), [], timeout, "msprobe import")
+    answer = run_stage(interpreter, STAGE2, [], timeout, "msprobe import")
     answer["cause"] = import_failure_cause(answer)
     return answer
 

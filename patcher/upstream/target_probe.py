@@ -17,8 +17,14 @@ from typing import Mapping, Sequence
 
 MARKER = "RLPATCH-PROBE "
 
+
+def with_marker(source: str) -> str:
+    """A script run in the target, its `MARKER` placeholder replaced by the marker's literal."""
+    return source.replace("MARKER", repr(MARKER))
+
+
 # Run in the target: argv[1] is the JSON {distribution: top-level module} to look up.
-PROBE_SOURCE = r"""
+PROBE_SOURCE = with_marker(r"""
 import importlib.metadata as md, importlib.util as iu, json, os, platform, re, sys
 PACKAGES = json.loads(sys.argv[1])
 VERSION_FILES = {"verl": ("version/version", None), "sglang": ("version.py", r"__version__\s*=\s*['\"]([^'\"]+)"),
@@ -79,7 +85,7 @@ for dist, module in PACKAGES.items():
     out["packages"][dist] = {"module": module, "location": location, "locations": locations, "version": version,
                              "version_from": source if version else None, "installed_version": installed, "error": error}
 sys.stdout.write("\n" + MARKER + json.dumps(out) + "\n")
-""".replace("MARKER + ", repr(MARKER) + " + ")
+""")
 
 
 def probe_command(argv: Sequence[str], packages: Mapping[str, str]) -> list[str]:
