@@ -172,6 +172,12 @@ DISPATCH_LOGGER_SOURCE = '''\
 
 Added by rlpatch (rule vllm-ascend-dispatch-logger); `rlpatch revert` deletes this file. The
 runner calls it right before msprobe closes a dump step, so record N describes msprobe's step N.
+
+msprobe writes `{dump_path}/step{N}/rank{R}/` (its service reads `config.dump_path` at every
+start), so every vLLM process of a node (one per rollout replica) would write into the same
+folders. When the logger starts it moves this process's dump path into `{dump_path}/{pid}`, as
+msprobe's own consistency guide does: dumps and log then sit side by side in
+`{dump_path}/{pid}/step{N}/rank{R}/` and `{dump_path}/{pid}/dispatch_log.jsonl`.
 """
 
 import json
@@ -188,12 +194,13 @@ class DispatchLogger:
         self.dump_path = str(dump_path)
         self.pid = int(pid)
         self.rank = int(rank)
-        self.path = os.path.join(self.dump_path, str(self.pid), "dispatch_log.jsonl")
+        self.folder = os.path.join(self.dump_path, str(self.pid))
+        self.path = os.path.join(self.folder, "dispatch_log.jsonl")
         self._steps = 0
 
     @classmethod
     def for_debugger(cls, debugger):
-        """The logger of this process for a msprobe PrecisionDebugger (its dump_path, this rank)."""
+        """The logger of this process for a msprobe PrecisionDebugger; moves its dumps into {dump_path}/{pid}."""
         config = getattr(debugger, "config", None)
         dump_path = getattr(config, "dump_path", None)
         if not dump_path:
@@ -201,30 +208,54 @@ class DispatchLogger:
                 "rlpatch dispatch logger: the msprobe debugger has no dump_path; "
                 "set dump_path in the dump config"
             )
-        return cls(dump_path, os.getpid(), _current_rank())
+        dump_path = os.path.normpath(str(dump_path))
+        if os.path.basename(dump_path) == str(os.getpid()):  # moved already (a second logger for this debugger)
+            dump_path = os.path.dirname(dump_path)
+        logger = cls(dump_path, os.getpid(), _current_rank())
+        logger.move_dump_path(debugger)
+        return logger
+
+    def move_dump_path(self, debugger):
+        """Point msprobe's dump folder at {dump_path}/{pid} (its service keeps its own copy of the config)."""
+        service_config = getattr(getattr(debugger, "service", None), "config", None)
+        if getattr(service_config, "dump_path", None) is None:
+            raise RuntimeError(
+                "rlpatch dispatch logger: this msprobe keeps no service.config.dump_path, so each process's "
+                "dumps cannot be moved into {dump_path}/{pid}; rollout replicas would overwrite each other's "
+                "step folders (use mindstudio-probe 26.x)"
+            )
+        for holder in (service_config, getattr(debugger, "config", None)):
+            if holder is not None and os.path.normpath(str(holder.dump_path)) != self.folder:
+                holder.dump_path = self.folder
 
     def log_debugger_step(self, debugger, scheduler_output, attn_state=None):
-        """Log the step the debugger is about to close, unless msprobe has stopped dumping."""
+        """Log the step the debugger is about to close, unless msprobe does not dump it."""
         service = getattr(debugger, "service", None)
         if service is not None and getattr(service, "should_stop_service", False):
             return None
         step = getattr(service, "current_iter", None)
-        return self.log_step(scheduler_output, attn_state, self._steps if step is None else step)
+        rank = getattr(service, "current_rank", None)
+        service_config = getattr(service, "config", None)
+        steps = getattr(service_config, "step", None) or []
+        ranks = getattr(service_config, "rank", None) or []
+        if (steps and step not in steps) or (ranks and rank not in ranks):
+            return None  # outside the config's step or rank list: msprobe writes no folder for it
+        return self.log_step(scheduler_output, attn_state, self._steps if step is None else step, rank)
 
-    def log_step(self, scheduler_output, attn_state=None, step=None):
+    def log_step(self, scheduler_output, attn_state=None, step=None, rank=None):
         """Append the record of one model step and return it."""
         requests = _requests(scheduler_output)
         record = {
             "source": "dispatch_logger",
             "timestamp": time.time(),
             "pid": self.pid,
-            "rank": self.rank,
+            "rank": self.rank if rank is None else int(rank),
             "step": self._steps if step is None else int(step),
             "phase": _phase(attn_state, requests),
             "total_num_scheduled_tokens": int(getattr(scheduler_output, "total_num_scheduled_tokens", 0) or 0),
             "requests": requests,
         }
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        os.makedirs(self.folder, exist_ok=True)
         with open(self.path, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(record) + "\\n")
         self._steps += 1

@@ -333,13 +333,103 @@ def test_check_proc_folders(tmp_path):
 
 
 def test_check_several_pids_after_a_restart(tmp_path):
-    infer_tree(tmp_path, [infer_record(0, [(A, "new")], pid=500), infer_record(1, [(B, "new")], pid=500)], pid=500)
-    infer_tree(tmp_path, [infer_record(0, [(C, "new")], pid=501)], pid=501)
+    """Two processes for one rank, one after the other: a restarted worker (its steps restart at 0)."""
+    infer_tree(tmp_path, [infer_record(0, [(A, "new")], pid=500, timestamp=1.0),
+                          infer_record(1, [(B, "new")], pid=500, timestamp=2.0)], pid=500)
+    infer_tree(tmp_path, [infer_record(0, [(C, "new")], pid=501, timestamp=9.0)], pid=501)
     code, data = check_json(tmp_path)
     assert code == 1
-    assert data["problems"] == ["rank0 was written by 2 processes (pids 500, 501): a restart? each process counts "
-                                "its steps from 0"]
+    assert data["problems"] == ["rank0 was written by processes that ran one after another (pids 500; 501): "
+                                "a restarted worker; each process counts its steps from 0"]
     assert [s["step"] for s in data["steps"]] == [0, 1]
+
+
+def test_check_rollout_replicas_are_no_problem(tmp_path):
+    """Two processes for one rank at the same time: two rollout replicas of a node, each in its pid folder."""
+    infer_tree(tmp_path, [infer_record(0, [(A, "new")], pid=500, timestamp=1.0),
+                          infer_record(1, [(B, "new")], pid=500, timestamp=5.0)], pid=500)
+    infer_tree(tmp_path, [infer_record(0, [(C, "new")], pid=501, timestamp=3.0)], pid=501)
+    code, data = check_json(tmp_path)
+    assert code == 0 and data["problems"] == []
+    assert data["notes"] == ["rank0 was written by 2 processes at the same time (pids 500, 501): rollout replicas, "
+                             "each in its own {pid} folder"]
+
+
+def test_check_dispatch_log_against_its_step_folders(tmp_path):
+    """A logged step whose folder is missing, and a step folder no record describes, are both problems."""
+    infer_tree(tmp_path, [infer_record(0, [(A, "new")], pid=500), infer_record(1, [(B, "new")], pid=500)], pid=500)
+    (tmp_path / "500" / "step1" / "rank0" / "dump.json").unlink()
+    (tmp_path / "500" / "step1" / "rank0").rmdir()
+    dump(tmp_path / "500" / "step2" / "rank0")
+    code, data = check_json(tmp_path)
+    assert code == 1
+    assert data["problems"] == [
+        f"{tmp_path / '500' / 'dispatch_log.jsonl'}: logs step1/rank0 but {tmp_path / '500'} has no such dump folder "
+        "(skipped by the config's step or rank list, or lost)",
+        f"{tmp_path / '500'}: step2/rank0 has no record in {tmp_path / '500' / 'dispatch_log.jsonl'}: which requests "
+        "it ran is unknown",
+    ]
+
+
+def _legacy_inference(root: Path, pids: list[int]) -> Path:
+    """The layout of a dispatch logger that left msprobe's dump path alone: steps at the root."""
+    for n, pid in enumerate(pids):
+        records = [infer_record(0, [(f"{A if n == 0 else B}-0123abcd", "new")], pid=pid)]
+        infer_tree(root, records, pid=pid, dumps=False)
+        dump(root / "step0" / "rank0")
+    return root
+
+
+def test_pair_reads_the_earlier_layout_of_one_process_and_says_what_moved(tmp_path):
+    train = train_tree(tmp_path / "t", [train_record(0, [A])])
+    infer = _legacy_inference(tmp_path / "i", [300])
+    code, data = pair_json(train, infer)
+    assert code == 0 and data["problems"] == []
+    assert data["pairs"][0]["infer"]["path"] == str(infer / "step0" / "rank0" / "dump.json")
+    assert len(data["notes"]) == 1 and "older than this rlpatch" in data["notes"][0]
+    assert "one process wrote here (pid 300)" in data["notes"][0]
+    code, report = check_json(infer)
+    assert code == 0 and report["notes"] == data["notes"]
+
+
+def test_pair_refuses_the_earlier_layout_shared_by_several_processes(tmp_path):
+    train = train_tree(tmp_path / "t", [train_record(0, [A]), train_record(1, [B])])
+    infer = _legacy_inference(tmp_path / "i", [300, 301])
+    code, data = pair_json(train, infer)
+    assert code == 1 and data["pairs"] == []
+    assert "2 processes (pids 300, 301) wrote into the same step folders" in data["problems"][0]
+    assert {u["why"] for u in data["unpaired"] if u["side"] == "infer"} == {
+        f"pid {pid}'s steps were written into the step folders several processes shared (an earlier dispatch "
+        "logger): which dump is its own is unknown" for pid in (300, 301)}
+    code, report = check_json(infer)
+    assert code == 1 and "overwrote each other's dumps" in report["problems"][0]
+
+
+def test_a_request_logged_in_two_training_steps_is_reported(tmp_path):
+    """E.g. a reference pass dumped under the same request id: pair keeps the first and says so; check too."""
+    train = train_tree(tmp_path / "t", [train_record(0, [A]), train_record(1, [A])])
+    infer = infer_tree(tmp_path / "i", [infer_record(0, [(A, "new")])])
+    code, data = pair_json(train, infer)
+    assert code == 1 and [p["train"]["step"] for p in data["pairs"]] == [0]
+    message = f"request {A} is logged in 2 training steps of rank 0 (step0, step1): a second pass dumped it again"
+    assert data["problems"] == [f"{message}; paired with the first"]
+    code, report = check_json(train)
+    assert code == 1 and report["problems"] == [message]
+
+
+def test_the_log_prob_pass_pairs_before_a_training_pass(tmp_path):
+    """DUMP_PHASE=all logs both passes of a request; the log-prob (prefill-shaped) one is paired."""
+    records = [dict(train_record(0, [A]), phase="update_actor"), dict(train_record(1, [A]), phase="log_prob")]
+    train = train_tree(tmp_path / "t", records)
+    code, data = pair_json(train, infer_tree(tmp_path / "i", [infer_record(0, [(A, "new")])]))
+    assert code == 0 and data["problems"] == [] and [p["train"]["step"] for p in data["pairs"]] == [1]
+
+
+def test_megatron_pairs_by_tp_position_across_data_parallel_groups(tmp_path):
+    """Training TP group {2, 3} ran the request; the rollout replica numbers its ranks 0 and 1."""
+    train = train_tree(tmp_path / "t", [train_record(0, [A], rank=2), train_record(0, [A], rank=3)])
+    code, data = pair_json(train, _tp2_inference(tmp_path / "i"), "--backend", "megatron")
+    assert code == 0 and [(p["train"]["rank"], p["infer"]["rank"]) for p in data["pairs"]] == [(2, 0), (3, 1)]
 
 
 def test_check_pid_folder_without_dispatch_log(tmp_path):

@@ -249,12 +249,20 @@ def test_dispatch_logger_needs_a_dump_path(tmp_path: Path) -> None:
         module.DispatchLogger.for_debugger(debugger)
 
 
+def _debugger(dump_path: Path, **service: object) -> SimpleNamespace:
+    """The attributes of msprobe 26.2.0's PrecisionDebugger the logger reads: its config, and its service
+    with a config of its own (a separate object: msprobe's service copies the config)."""
+    service_config = SimpleNamespace(dump_path=str(dump_path), step=service.pop("step", []), rank=service.pop("rank", []))
+    return SimpleNamespace(
+        config=SimpleNamespace(dump_path=str(dump_path)),
+        service=SimpleNamespace(config=service_config, **{"should_stop_service": False, "current_iter": 0,
+                                                          "current_rank": 0, **service}),
+    )
+
+
 def test_dispatch_logger_skips_a_stopped_service(tmp_path: Path) -> None:
     module = _logger_module(tmp_path)
-    debugger = SimpleNamespace(
-        config=SimpleNamespace(dump_path=str(tmp_path / "dump")),
-        service=SimpleNamespace(should_stop_service=True, current_iter=7),
-    )
+    debugger = _debugger(tmp_path / "dump", should_stop_service=True, current_iter=7)
     logger = module.DispatchLogger.for_debugger(debugger)
     assert logger.log_debugger_step(debugger, _scheduler_output([], _cached(["a"]), {"a": 1})) is None
     debugger.service.should_stop_service = False
@@ -262,6 +270,40 @@ def test_dispatch_logger_skips_a_stopped_service(tmp_path: Path) -> None:
         debugger, _scheduler_output([], _cached(["a"]), {"a": 1}), AttentionState.DecodeOnly
     )
     assert record["step"] == 7 and record["pid"] == os.getpid() and record["phase"] == "decode"
+
+
+def test_dispatch_logger_moves_msprobe_dump_path_into_the_pid_folder(tmp_path: Path) -> None:
+    """msprobe writes {dump_path}/step{N}/rank{R}: the logger moves this process's dumps into {dump_path}/{pid}."""
+    module = _logger_module(tmp_path)
+    debugger = _debugger(tmp_path / "dump")
+    logger = module.DispatchLogger.for_debugger(debugger)
+    folder = str(tmp_path / "dump" / str(os.getpid()))
+    assert debugger.service.config.dump_path == debugger.config.dump_path == folder
+    assert logger.path == os.path.join(folder, "dispatch_log.jsonl")
+    module.DispatchLogger.for_debugger(debugger)  # a second logger does not nest {pid}/{pid}
+    assert debugger.service.config.dump_path == folder
+
+
+def test_dispatch_logger_refuses_an_msprobe_whose_dump_path_it_cannot_move(tmp_path: Path) -> None:
+    module = _logger_module(tmp_path)
+    debugger = SimpleNamespace(config=SimpleNamespace(dump_path=str(tmp_path)), service=SimpleNamespace())
+    with pytest.raises(RuntimeError, match="rollout replicas would overwrite"):
+        module.DispatchLogger.for_debugger(debugger)
+
+
+def test_dispatch_logger_logs_only_the_steps_and_ranks_msprobe_dumps(tmp_path: Path) -> None:
+    """With a config step list [1, 2] msprobe writes no step0 folder: the log has no step0 record either."""
+    module = _logger_module(tmp_path)
+    debugger = _debugger(tmp_path / "dump", step=[1, 2], rank=[0])
+    logger = module.DispatchLogger.for_debugger(debugger)
+    output = _scheduler_output([_new_request("a", 3)], _cached([]), {"a": 3})
+    logged = []
+    for step in range(4):
+        debugger.service.current_iter = step
+        logged.append(logger.log_debugger_step(debugger, output) is not None)
+    assert logged == [False, True, True, False]
+    debugger.service.current_iter, debugger.service.current_rank = 1, 3
+    assert logger.log_debugger_step(debugger, output) is None
 
 
 VLLM_DRIVER = textwrap.dedent(
@@ -316,9 +358,11 @@ def test_patched_runner_logs_every_dumped_step(vllm_ascend_tree: Path, tmp_path:
     assert json.loads(result.stdout.splitlines()[-1]) == {"msprobe_imported": True, "logger": True}
     (log,) = dump_path.glob("*/dispatch_log.jsonl")
     records = _records(log)
-    # One record per msprobe step, numbered as msprobe numbers its step folders.
+    # One record per msprobe step, numbered as msprobe numbers its step folders, which sit beside the
+    # log in the process's own {pid} folder (none at the root, where replicas would collide).
     assert [(r["step"], r["phase"]) for r in records] == [(0, "prefill"), (1, "decode"), (2, "decode")]
-    assert sorted({p.parts[-3] for p in dump_path.glob("step*/*/dump.json")}) == ["step0", "step1", "step2"]
+    assert sorted({p.parts[-3] for p in log.parent.glob("step*/*/dump.json")}) == ["step0", "step1", "step2"]
+    assert not list(dump_path.glob("step*"))
     assert [[q["request_id"] for q in r["requests"]] for r in records] == [["a", "b"], ["a", "b"], ["a"]]
     assert records[0]["requests"][0] == {"request_id": "a", "type": "new", "tokens": 3}
 

@@ -4,8 +4,11 @@ Per step (and verl stage) the rank folders found against the ranks expected: the
 (training) or rollout TP (inference), narrowed by the msprobe config's `rank` list, when `--script`
 gives the launch script (read through the front end and the run model, as `lint` reads it);
 otherwise the ranks 0..max found, so a gap still shows. Plus the problems the spec lists: bad
-`dump.json`, `proc{pid}` folders, `step_unknown`, a rank written by several pids (a restart), a
-training-tool config whose `step` is not `[]`, a missing dispatch log.
+`dump.json`, `proc{pid}` folders, `step_unknown`, a training-tool config whose `step` is not `[]`, a
+missing dispatch log, and what the pid folders' logs say (`processes`): logged steps without their
+folders and the reverse, a restart (several pids for one rank, one after another) as opposed to
+rollout replicas (at the same time: a note, not a problem), a request id logged in several steps,
+and a folder written by an earlier dispatch logger (step folders at the root).
 """
 
 from __future__ import annotations
@@ -14,7 +17,9 @@ import json
 import os
 from dataclasses import dataclass, field
 
+from rlpatch.dumps.correlate import layout_notes
 from rlpatch.dumps.layout import StepDir, Tree, scan
+from rlpatch.dumps.processes import process_findings
 from rlpatch.errors import InputError
 from rlpatch.shell import SourceFile, evaluate_source
 from rlpatch.shell.defaults import NEWEST_VERL, ROLLOUT
@@ -142,7 +147,11 @@ def check(root: str, mode: str | None = None, script: str | None = None) -> dict
     problems: list[str] = []
     steps = [_step_report(key, group, expected) for key, group in _grouped(tree.steps).items()]
     problems.extend(_folder_problems(tree, mode, expected, {s.step for s in steps if s.stage is None}))
-    return {"mode": mode, "root": root, "steps": [s.as_json() for s in steps], "problems": problems}
+    notes, layout_problems = layout_notes(tree)
+    processes = process_findings(tree)
+    problems.extend(layout_problems + processes.problems)
+    return {"mode": mode, "root": root, "steps": [s.as_json() for s in steps], "problems": problems,
+            "notes": notes + processes.notes}
 
 
 def _grouped(steps: list[StepDir]) -> dict[tuple, list[StepDir]]:
@@ -197,41 +206,11 @@ def _folder_problems(tree: Tree, mode: str, expected: Expectation, steps_seen: s
         problems.append(f"{tree.root}: training mode, but no step_{{G}}/{{stage}}/step0/rank{{R}} folders of verl's tool")
     if mode == "consistency" and not tree.update_actor_logs and not tree.dispatch_logs:
         problems.append(f"{tree.root}: no dispatch_log.jsonl or update_actor_log.jsonl: no correlation possible")
-    for pid in sorted(tree.step_pids - set(tree.dispatch_logs)):
-        problems.append(f"{os.path.join(tree.root, str(pid))}: no dispatch_log.jsonl: its steps cannot be "
-                        "correlated with training")
     if expected.steps:
         absent = [s for s in expected.steps if s not in steps_seen]
         if absent:
             problems.append(f"steps named in the config but not dumped: {', '.join(f'step{s}' for s in absent)}")
-    problems.extend(_restarts(tree))
     return problems
-
-
-def _restarts(tree: Tree) -> list[str]:
-    """A rank written by several pid folders: the worker restarted (its step counter restarted too)."""
-    pids_of_rank: dict[int, set[int]] = {}
-    for step in tree.steps:
-        if step.pid is not None:
-            for rank in step.ranks:
-                if rank.rank is not None:
-                    pids_of_rank.setdefault(rank.rank, set()).add(step.pid)
-    for pid, log in tree.update_actor_logs.items():
-        rank = _first_rank(log)
-        if rank is not None:
-            pids_of_rank.setdefault(rank, set()).add(pid)
-    return [f"rank{rank} was written by {len(pids)} processes (pids {', '.join(map(str, sorted(pids)))}): a restart? "
-            "each process counts its steps from 0" for rank, pids in sorted(pids_of_rank.items()) if len(pids) > 1]
-
-
-def _first_rank(log: str) -> int | None:
-    try:
-        with open(log, encoding="utf-8", errors="replace") as handle:
-            record = json.loads(handle.readline() or "{}")
-    except (OSError, ValueError):
-        return None
-    rank = record.get("rank") if isinstance(record, dict) else None
-    return rank if isinstance(rank, int) and not isinstance(rank, bool) else None
 
 
 def has_problems(report: dict) -> bool:

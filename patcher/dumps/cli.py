@@ -51,6 +51,7 @@ def check_cmd(directory: str, mode: str | None, script: str | None, fmt: str) ->
         lines.append(f"  {where}: ranks {ranks}{expected}")
         lines.extend(f"    problem: {problem}" for problem in step["problems"])
     lines.extend(f"  problem: {problem}" for problem in report["problems"])
+    lines.extend(f"  note: {note}" for note in report["notes"])
     failed = has_problems(report)
     lines.append("no problem found" if not failed else "problems found")
     _emit(report, fmt, lines)
@@ -64,7 +65,7 @@ def _correlation(train: str, infer: str, backend: str) -> Correlation:
 def _pair_json(result: Correlation, backend: str, out: str, python: list[str]) -> dict:
     pairs = [{"request_id": pair.request_id, "train": pair.train.as_json(False), "infer": pair.infer.as_json(True),
               "command": argv} for pair, _, argv in planned_commands(result.pairs, backend, out, python)]
-    return {"pairs": pairs, "unpaired": result.unpaired, "problems": result.problems}
+    return {"pairs": pairs, "unpaired": result.unpaired, "problems": result.problems, "notes": result.notes}
 
 
 @dumps_group.command("pair")
@@ -84,6 +85,7 @@ def pair_cmd(train: str, infer: str, backend: str, fmt: str) -> int:
         lines.append(f"  {shlex.join(pair['command'])}")
     lines.extend(f"unpaired ({u['side']}) {u['request_id']}: {u['why']}" for u in data["unpaired"])
     lines.extend(f"problem: {problem}" for problem in data["problems"])
+    lines.extend(f"note: {note}" for note in data["notes"])
     lines.append(f"{len(data['pairs'])} pair(s), {len(data['unpaired'])} unpaired")
     _emit(data, fmt, lines)
     return 0 if data["pairs"] and not data["problems"] else 1

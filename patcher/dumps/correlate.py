@@ -60,6 +60,7 @@ class Correlation:
     pairs: list[Pair] = field(default_factory=list)
     unpaired: list[dict] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # facts worth saying that are not problems
 
     def unpair(self, request_id: str, side: str, why: str) -> None:
         self.unpaired.append({"request_id": request_id, "side": side, "why": why})
@@ -130,14 +131,39 @@ def training_side(tree: Tree, record: Record) -> tuple[Side | None, str]:
     return Side(step, rank, path), ""
 
 
-def inference_side(tree: Tree, record: Record) -> Side:
+def inference_side(tree: Tree, record: Record) -> Side | None:
+    """The inference dump a dispatch record names; None when several processes shared its step folders."""
     step, rank = record.get("step"), record.get("rank")  # both checked to be ints in _prefills
-    return Side(step, rank, os.path.join(tree.root, str(record.pid), f"step{step}", f"rank{rank}", DUMP_JSON),
-                record.pid)
+    base = tree.inference_base(record.pid)
+    if base is None:
+        return None
+    folder = os.path.join(base, f"step{step}")
+    path = os.path.join(folder, f"rank{rank}", DUMP_JSON)
+    proc = os.path.join(folder, f"proc{record.pid}", DUMP_JSON)  # msprobe knew no distributed rank
+    if not os.path.isfile(path) and os.path.isfile(proc):
+        path = proc
+    return Side(step, rank, path, record.pid)
+
+
+def layout_notes(infer: Tree) -> tuple[list[str], list[str]]:
+    """(notes, problems) about an inference folder written by an earlier dispatch logger."""
+    legacy = infer.legacy_dispatch_pids()
+    if not legacy:
+        return [], []
+    moved = (f"{infer.root}: the step folders sit at {infer.root}/step{{N}}, beside {{pid}}/dispatch_log.jsonl "
+             "with no steps under {pid}: written by a dispatch logger older than this rlpatch, which left msprobe's "
+             "dump path at dump_path (the current patch moves each process's dumps into {dump_path}/{pid})")
+    if len(legacy) == 1:
+        return [f"{moved}; one process wrote here (pid {legacy[0]}), so its steps are read from the root"], []
+    return [], [f"{moved}; {len(legacy)} processes (pids {', '.join(map(str, legacy))}) wrote into the same "
+                "step folders and overwrote each other's dumps: re-apply the patch (rlpatch apply) and collect again"]
 
 
 def _training_index(train: Tree, result: Correlation) -> tuple[dict[str, list[Record]], dict[str, int]]:
-    """id -> single-request training records; id -> size of a multi-request micro-batch holding it."""
+    """id -> single-request training records; id -> size of a multi-request micro-batch holding it.
+
+    A log-prob pass (the prompts-only forward that matches the inference prefill) is preferred to a
+    training pass of the same request; records of patches that wrote no `phase` count as log-prob."""
     single: dict[str, list[Record]] = {}
     batched: dict[str, int] = {}
     for pid, path in sorted(train.update_actor_logs.items()):
@@ -148,7 +174,23 @@ def _training_index(train: Tree, result: Correlation) -> tuple[dict[str, list[Re
             else:
                 for request_id in ids:
                     batched[request_id] = len(ids)
+    for request_id, records in single.items():
+        log_prob = [r for r in records if r.get("phase", "log_prob") == "log_prob"]
+        single[request_id] = log_prob or records
+        _report_repeats(request_id, "training", single[request_id], result)
     return single, batched
+
+
+def _report_repeats(request_id: str, side: str, records: list[Record], result: Correlation) -> None:
+    """A request logged in several steps of one rank: a second pass dumped it again (pair keeps the first)."""
+    steps_of_rank: dict[object, list[object]] = {}
+    for record in records:
+        steps_of_rank.setdefault(record.get("rank"), []).append(record.get("step"))
+    for rank, steps in sorted(steps_of_rank.items(), key=lambda item: str(item[0])):
+        if len(steps) > 1:
+            result.problems.append(
+                f"request {request_id} is logged in {len(steps)} {side} steps of rank {rank} "
+                f"({', '.join(f'step{s}' for s in steps)}): a second pass dumped it again; paired with the first")
 
 
 def _prefills(infer: Tree, result: Correlation) -> dict[str, list[Record]]:
@@ -175,6 +217,8 @@ def _prefills(infer: Tree, result: Correlation) -> dict[str, list[Record]]:
                     result.unpair(request_id, "infer", f"{where} is the decode instance of a PD run (_D)")
                 else:
                     usable.setdefault(request_id, []).append(record)
+    for request_id, records in usable.items():
+        _report_repeats(request_id, "inference", records, result)
     return usable
 
 
@@ -185,6 +229,9 @@ def correlate(train: Tree, infer: Tree, backend: str) -> Correlation:
                                "(SGLang and vLLM-Ascend without rlpatch's dispatch logger write none)")
     if not train.update_actor_logs:
         result.problems.append(f"{train.root}: no update_actor_log.jsonl: no request-id correlation possible")
+    notes, problems = layout_notes(infer)
+    result.notes.extend(notes)
+    result.problems.extend(problems)
     single, batched = _training_index(train, result)
     prefills = _prefills(infer, result)
     for request_id, infer_records in prefills.items():
@@ -204,28 +251,44 @@ def correlate(train: Tree, infer: Tree, backend: str) -> Correlation:
     return result
 
 
+def _first_per_rank(records: list[Record]) -> list[Record]:
+    """The first record of each rank, in rank order."""
+    first: dict[int, Record] = {}
+    for record in records:
+        first.setdefault(_as_int(record.get("rank")) or 0, record)
+    return [first[rank] for rank in sorted(first)]
+
+
 def _pair_request(train: Tree, infer: Tree, request_id: str, train_records: list[Record],
                   infer_records: list[Record], backend: str, result: Correlation) -> None:
-    """Pair one request's records. Rollout TP > 1 gives one record per inference rank: Megatron
-    pairs training rank r with inference rank r (same sharding); FSDP holds full tensors, so the
-    pair is shard against full tensor and reported as a problem."""
-    infer_ranks = sorted({_as_int(r.get("rank")) or 0 for r in infer_records})
+    """Pair one request's records. Rollout TP > 1 gives one record per inference rank. Megatron shards
+    both sides alike: a rollout replica numbers its ranks 0..TP-1 in its own world, and a training TP
+    group is TP consecutive ranks, so training rank r pairs with inference rank r mod TP (the same TP
+    position, whichever data-parallel group ran the request). FSDP holds full tensors, so a TP > 1
+    rollout is shard against full tensor: a problem."""
+    infer_ranks = _first_per_rank(infer_records)
     matches: list[tuple[Record, Record]] = []
     if len(infer_ranks) == 1 or backend != "megatron":
-        infer_record = min(infer_records, key=lambda r: _as_int(r.get("rank")) or 0)
+        infer_record = infer_ranks[0]
         same_rank = [t for t in train_records if t.get("rank") == infer_record.get("rank")]
         matches.append(((same_rank or train_records)[0], infer_record))
         if len(infer_ranks) > 1:
+            numbers = [r.get("rank") for r in infer_ranks]
             result.problems.append(
-                f"request {request_id}: the rollout shards it over inference ranks {infer_ranks} (TP > 1) while "
-                f"{backend} training holds full tensors: rank {infer_ranks[0]} is compared shard against full tensor")
+                f"request {request_id}: the rollout shards it over inference ranks {numbers} (TP > 1) while "
+                f"{backend} training holds full tensors: rank {numbers[0]} is compared shard against full tensor "
+                "(an FSDP consistency run needs rollout tensor_model_parallel_size=1)")
     else:
-        by_rank = {t.get("rank"): t for t in train_records}
-        for infer_record in sorted(infer_records, key=lambda r: _as_int(r.get("rank")) or 0):
-            train_record = by_rank.get(infer_record.get("rank"))
+        tp = len(infer_ranks)
+        by_position: dict[int, Record] = {}
+        for record in _first_per_rank(train_records):
+            by_position.setdefault((_as_int(record.get("rank")) or 0) % tp, record)
+        for infer_record in infer_ranks:
+            rank = _as_int(infer_record.get("rank")) or 0
+            train_record = by_position.get(rank % tp)
             if train_record is None:
-                result.unpair(request_id, "infer", f"inference rank {infer_record.get('rank')} has no training "
-                              "rank of the same number holding the request (Megatron pairs rank r with rank r)")
+                result.unpair(request_id, "infer", f"inference rank {rank} has no training rank holding the request "
+                              f"at the same TP position (training rank r pairs with inference rank r mod {tp})")
             else:
                 matches.append((train_record, infer_record))
     for train_record, infer_record in matches:
@@ -234,6 +297,10 @@ def _pair_request(train: Tree, infer: Tree, request_id: str, train_records: list
             result.unpair(request_id, "train", why)
             continue
         infer_side = inference_side(infer, infer_record)
+        if infer_side is None:
+            result.unpair(request_id, "infer", f"pid {infer_record.pid}'s steps were written into the step folders "
+                          "several processes shared (an earlier dispatch logger): which dump is its own is unknown")
+            continue
         for side, name in ((train_side, "train"), (infer_side, "infer")):
             if not os.path.isfile(side.path):
                 result.unpair(request_id, name, f"missing file {side.path} (the config's step list may skip it)")

@@ -2,7 +2,11 @@
 
 The layouts (spec `dumps.md` section 2), all found by folder names only:
 - `{root}/step{N}/rank{R}/` (vLLM-Ascend native, SGLang, the training side of our engine patch)
-- `{root}/{pid}/step{N}/rank{R}/` and `{root}/{pid}/dispatch_log.jsonl` (vLLM-Ascend + dispatch logger)
+- `{root}/{pid}/step{N}/rank{R}/` and `{root}/{pid}/dispatch_log.jsonl` (vLLM-Ascend + dispatch logger:
+  msprobe itself writes `{dump_path}/step{N}/rank{R}/`; the logger moves each process's dump path into
+  `{dump_path}/{pid}` when it starts, so the rollout replicas of a node do not share step folders)
+- `{root}/step{N}/rank{R}/` beside `{root}/{pid}/dispatch_log.jsonl` with no steps under `{pid}`: an
+  earlier dispatch logger that did not move msprobe's dump path (readable while one process wrote there)
 - `{root}/{pid}/update_actor_log.jsonl` (training side of a consistency run)
 - `{root}/step_{G}/{stage}/step{N}/rank{R}/` (verl's training tool; `step_unknown` when G is unknown)
 - `proc{pid}` instead of `rank{R}` when msprobe knew no distributed rank.
@@ -69,6 +73,25 @@ class Tree:
     dispatch_logs: dict[int, str] = field(default_factory=dict)  # pid -> path
     update_actor_logs: dict[int, str] = field(default_factory=dict)  # pid -> path
     step_pids: set[int] = field(default_factory=set)  # pid folders holding step folders
+
+    @property
+    def root_steps(self) -> list[StepDir]:
+        """Step folders directly under the root (not in a pid folder, not verl's training tool)."""
+        return [step for step in self.steps if step.pid is None and step.global_step is None]
+
+    def legacy_dispatch_pids(self) -> list[int]:
+        """Pids whose dispatch log has no step folders beside it while step folders sit at the root:
+        written by an earlier dispatch logger, which left msprobe's dump path at `{dump_path}`."""
+        if not self.root_steps:
+            return []
+        return sorted(pid for pid in self.dispatch_logs if pid not in self.step_pids)
+
+    def inference_base(self, pid: int) -> str | None:
+        """The folder holding the `step{N}` folders that pid's dispatch log describes; None when several
+        processes shared the root's step folders (each overwrote the others' dumps)."""
+        if pid in self.step_pids or pid not in self.legacy_dispatch_pids():
+            return os.path.join(self.root, str(pid))
+        return self.root if len(self.legacy_dispatch_pids()) == 1 else None
 
     @property
     def layout(self) -> str:
