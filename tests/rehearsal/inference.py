@@ -1,0 +1,159 @@
+"""The rehearsal's inference side: one vLLM-Ascend worker process, driven as the patched runner drives msprobe.
+
+Usage: python inference.py PATCHED_TREE DUMP_CONFIG PLAN.json WEIGHTS.pt MODEL_CONFIG.json
+
+vLLM-Ascend needs an NPU, so its runner cannot be built here. What decides where the dumps land and
+what the log says is the runner's dump code, and that is taken from the *patched* real file
+`PATCHED_TREE/vllm_ascend/worker/model_runner_v1.py` (0.23.0): the statements of
+`NPUModelRunner.__init__` from `dump_cfg = ...` through its `if dump_cfg is not None:` block (the
+runner's own `PrecisionDebugger(dump_cfg)` and the logger rlpatch inserted after it), and the methods
+`_start_dump_data`, `_finalize_dump_data` and rlpatch's `_finish_msprobe_step`, compiled into a small
+runner class. `DispatchLogger` is imported from the file `rlpatch apply` created in that tree. Each
+step then runs as a stop site of the patched file runs it: `_start_dump_data()`, the model, then
+`self._finish_msprobe_step(scheduler_output)` right before `self._finalize_dump_data()`.
+
+torch.distributed is initialised (gloo, world size 1), as in a TP=1 rollout replica: msprobe names the
+folder `rank0` in every replica, which is what makes replicas of one node collide without the pid move.
+PLAN: {"init_file": path, "barrier": [folder, processes] or null, "steps": [{"phase": "prefill"|"decode",
+"requests": [{"request_id", "type": "new"|"cached", "prompt": [token ids]}]}]}. With a barrier, each process
+waits until that many processes reached it, so replicas really dump at the same time.
+"""
+
+from __future__ import annotations
+
+import ast
+import enum
+import json
+import os
+import sys
+import time
+import types
+from pathlib import Path
+from typing import Any
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from vllm_twin import from_hf_state_dict  # noqa: E402
+
+RUNNER_FILE = "vllm_ascend/worker/model_runner_v1.py"
+RUNNER_METHODS = ("_start_dump_data", "_finalize_dump_data", "_finish_msprobe_step")
+
+
+class CUDAGraphMode(enum.Enum):
+    """vllm.config.CUDAGraphMode's eager member (the consistency run is enforce_eager)."""
+
+    NONE = 0
+
+
+class AscendAttentionState(enum.Enum):
+    """The members of vllm_ascend.attention's state the dispatch logger reads."""
+
+    PrefillNoCache = 0
+    DecodeOnly = 2
+
+
+def _is_name(node: ast.AST, name: str) -> bool:
+    return isinstance(node, ast.Name) and node.id == name
+
+
+def _dump_block(init: ast.FunctionDef) -> list[ast.stmt]:
+    """`dump_cfg = ...` through `if dump_cfg is not None: ...` in the runner's __init__."""
+    body = init.body
+    start = next(i for i, s in enumerate(body) if isinstance(s, ast.Assign) and _is_name(s.targets[0], "dump_cfg"))
+    end = next(i for i, s in enumerate(body) if i > start and isinstance(s, ast.If) and isinstance(s.test, ast.Compare)
+               and _is_name(s.test.left, "dump_cfg"))
+    return body[start:end + 1]
+
+
+def runner_class(tree: Path) -> type:
+    """A class whose `init_dump` and dump methods are the patched runner's own statements."""
+    source = (tree / RUNNER_FILE).read_text(encoding="utf-8")
+    module = ast.parse(source)
+    runner = next(n for n in module.body if isinstance(n, ast.ClassDef) and n.name == "NPUModelRunner")
+    methods = {n.name: n for n in runner.body if isinstance(n, ast.FunctionDef)}
+    klass = ast.parse("class PatchedRunnerDumpCode:\n    def init_dump(self):\n        pass\n").body[0]
+    assert isinstance(klass, ast.ClassDef) and isinstance(klass.body[0], ast.FunctionDef)
+    klass.body[0].body = _dump_block(methods["__init__"])
+    klass.body.extend(methods[name] for name in RUNNER_METHODS)
+    compiled = compile(ast.Module(body=[klass], type_ignores=[]), str(tree / RUNNER_FILE), "exec")
+    namespace: dict[str, Any] = {"CUDAGraphMode": CUDAGraphMode}
+    exec(compiled, namespace)
+    return namespace["PatchedRunnerDumpCode"]
+
+
+def _import_created_logger_package(tree: Path) -> None:
+    """Make `vllm_ascend.worker.dispatch_logger` the file apply created, without vllm_ascend's __init__
+    (which imports vLLM and torch_npu)."""
+    for name, folder in (("vllm_ascend", tree / "vllm_ascend"), ("vllm_ascend.worker", tree / "vllm_ascend/worker")):
+        package = types.ModuleType(name)
+        package.__path__ = [str(folder)]
+        sys.modules[name] = package
+
+
+def _scheduler_output(step: dict[str, Any]) -> types.SimpleNamespace:
+    """vllm.v1.core.sched.output.SchedulerOutput's fields the logger reads."""
+    requests = step["requests"]
+    tokens = {r["request_id"]: (len(r["prompt"]) if r["type"] == "new" else 1) for r in requests}
+    return types.SimpleNamespace(
+        scheduled_new_reqs=[types.SimpleNamespace(req_id=r["request_id"]) for r in requests if r["type"] == "new"],
+        scheduled_cached_reqs=types.SimpleNamespace(req_ids=[r["request_id"] for r in requests if r["type"] == "cached"]),
+        num_scheduled_tokens=tokens, total_num_scheduled_tokens=sum(tokens.values()))
+
+
+def _step_inputs(step: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
+    """Flattened token ids and positions of a step (vLLM's layout), and the index of each request's last token."""
+    ids: list[int] = []
+    positions: list[int] = []
+    last: list[int] = []
+    for request in step["requests"]:
+        prompt = request["prompt"]
+        if request["type"] == "new":
+            ids.extend(prompt)
+            positions.extend(range(len(prompt)))
+        else:  # a decode step: one new token after the prompt
+            ids.append(prompt[-1])
+            positions.append(len(prompt))
+        last.append(len(ids) - 1)
+    return torch.tensor(ids), torch.tensor(positions), last
+
+
+def _wait_for_replicas(barrier: list[Any] | None) -> None:
+    if not barrier:
+        return
+    folder, count = Path(barrier[0]), int(barrier[1])
+    (folder / str(os.getpid())).touch()
+    deadline = time.monotonic() + 120
+    while len(list(folder.iterdir())) < count:
+        if time.monotonic() > deadline:
+            raise SystemExit(f"barrier {folder}: the other replicas never arrived")
+        time.sleep(0.05)
+
+
+def main(tree: str, dump_config: str, plan_path: str, weights: str, model_config: str) -> None:
+    plan = json.loads(Path(plan_path).read_text(encoding="utf-8"))
+    torch.distributed.init_process_group("gloo", init_method=f"file://{plan['init_file']}", rank=0, world_size=1)
+    _import_created_logger_package(Path(tree))
+    config = json.loads(Path(model_config).read_text(encoding="utf-8"))
+    model = from_hf_state_dict(config, torch.load(weights, weights_only=True)).eval()
+    runner = runner_class(Path(tree))()
+    runner.ascend_config = types.SimpleNamespace(dump_config_path=dump_config)
+    runner.compilation_config = types.SimpleNamespace(cudagraph_mode=CUDAGraphMode.NONE)
+    runner.model = model
+    runner.init_dump()
+    _wait_for_replicas(plan.get("barrier"))
+    for step in plan["steps"]:
+        ids, positions, last = _step_inputs(step)
+        runner._start_dump_data()
+        with torch.no_grad():
+            model.compute_logits(model(ids, positions)[last])
+        runner.attn_state = (AscendAttentionState.DecodeOnly if step["phase"] == "decode"
+                             else AscendAttentionState.PrefillNoCache)
+        runner._finish_msprobe_step(_scheduler_output(step))
+        runner._finalize_dump_data()
+    torch.distributed.destroy_process_group()
+    print(json.dumps({"pid": os.getpid(), "logger": runner._dispatch_logger is not None}))
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:6])
