@@ -3,8 +3,9 @@
 The rlpatch engine patch reads these in the training workers: `DUMP_ON=1` turns dumping on,
 `PROMPTS_ONLY=1` restricts it to the prompt tokens the inference side also dumps,
 `MSPROBE_ACTOR_CONFIG` is the training-side msprobe config.json, and `DUMP_PHASE` chooses
-`log_prob`, `update_actor` or `all`. A missing or misspelt one gives an empty or unpairable
-training dump. `TORCHDYNAMO_DISABLE=1` is recommended (a compiled forward is not hooked).
+`log_prob`, `update_actor` or `all` (unset or empty means `log_prob`, as in the patch). A missing
+switch or a misspelt phase gives an empty or unpairable training dump (the patch raises on a bad
+phase). `TORCHDYNAMO_DISABLE=1` is recommended (a compiled forward is not hooked).
 """
 
 from __future__ import annotations
@@ -22,17 +23,19 @@ class ConsistencyEnv(LintRule):
     code = "RL211"
     severity = "error"
     modes = frozenset({"consistency"})
-    summary = "env: DUMP_ON=1, PROMPTS_ONLY=1, MSPROBE_ACTOR_CONFIG, DUMP_PHASE; TORCHDYNAMO_DISABLE=1 (W)"
+    summary = "env: DUMP_ON=1, PROMPTS_ONLY=1, MSPROBE_ACTOR_CONFIG, a valid DUMP_PHASE; TORCHDYNAMO_DISABLE=1 (W)"
 
     VALID = [
         Case(_GOOD_ENV + f"python3 -m verl.trainer.main_ppo {_INFER}\n"),
         Case(_GOOD_ENV.replace("PROMPTS_ONLY=1", "PROMPTS_ONLY=true").replace("DUMP_ON=1", "DUMP_ON=Yes")
              + f"python3 -m verl.trainer.main_ppo {_INFER}\n", note="the patch reads 1/true/yes/on as on"),
+        Case(_GOOD_ENV.replace("export DUMP_PHASE=log_prob\n", "") + f"python3 -m verl.trainer.main_ppo {_INFER}\n",
+             note="DUMP_PHASE unset: the patch dumps log_prob"),
     ]
     INVALID = [
         Case(_GOOD_ENV.replace("log_prob", "logprob") + f"python3 -m verl.trainer.main_ppo {_INFER}\n",
              expect=[(4, 19)]),
-        Case(f"export DUMP_ON=1\npython3 -m verl.trainer.main_ppo {_INFER}\n", expect=[(2, 12)] * 4),
+        Case(f"export DUMP_ON=1\npython3 -m verl.trainer.main_ppo {_INFER}\n", expect=[(2, 12)] * 3),
         Case(_GOOD_ENV.replace("DUMP_ON=1", "DUMP_ON=0") + f"python3 -m verl.trainer.main_ppo {_INFER}\n",
              expect=[(1, 16)]),
     ]
@@ -49,10 +52,8 @@ class ConsistencyEnv(LintRule):
                            "code reads it as off", at=var.span)
         if "MSPROBE_ACTOR_CONFIG" not in env:
             ctx.report("MSPROBE_ACTOR_CONFIG is not exported: the training side has no msprobe config", at=entry)
-        phase = env.get("DUMP_PHASE")
-        if phase is None:
-            ctx.report(f"DUMP_PHASE is not exported (one of {', '.join(PHASES)})", at=entry)
-        elif phase.text is not None and phase.text not in PHASES:
+        phase = env.get("DUMP_PHASE")  # unset or empty: the patch dumps log_prob
+        if phase is not None and phase.text is not None and phase.text.strip() and phase.text.strip() not in PHASES:
             ctx.report(f"DUMP_PHASE={phase.text!r} is not one of {', '.join(PHASES)}", at=phase.span)
         dynamo = env.get("TORCHDYNAMO_DISABLE")
         if dynamo is None or (dynamo.text is not None and dynamo.text != "1"):

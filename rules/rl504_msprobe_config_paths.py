@@ -4,7 +4,10 @@ Before it creates the dump directory msprobe resolves `dump_path` and accepts on
 and `_ . : / -` (no spaces, no non-ASCII), at most 4096 characters and 255 per name; the config
 file itself must end in `.json` and match the same pattern. A relative `dump_path` resolves against
 each worker's working directory (a warning). Standalone (`rlpatch lint config.json`), a config
-without `dump_path` is refused too ("The dump_path not found").
+without `dump_path` is an info, not an error: msprobe refuses it ("The dump_path not found") unless
+its caller passes a dump_path, and verl's `precision_debugger` tool does (0.8.0 to 0.9.1 call
+`PrecisionDebugger(config_path=..., dump_path=...)` and overwrite `service.config.dump_path`), so a
+training-mode config must not set one (RL104). The file alone cannot say which reader it is for.
 """
 
 from __future__ import annotations

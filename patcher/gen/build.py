@@ -18,7 +18,7 @@ from rlpatch.errors import InputError
 from rlpatch.gen import place
 from rlpatch.gen.consistency import plan_consistency
 from rlpatch.gen.modes import RUNTIME_ENV_VARS, Request, plan_inference, plan_training
-from rlpatch.gen.plan import Facts, NeedValue, Plan, Planned, Targets
+from rlpatch.gen.plan import Facts, NeedValue, Plan, Planned, Targets, branch_choosers
 from rlpatch.shell import Options, SourceFile, evaluate_source, parse_file, word_text
 from rlpatch.shell.model import Run, parse_override
 
@@ -42,8 +42,13 @@ def _plan_for(run: Run, request: Request, env: dict[str, str], folder: str, extr
     return plan_consistency(facts, request, folder, extra)
 
 
-def _need_message(need: NeedValue) -> str:
+def _need_message(need: NeedValue, env: dict[str, str]) -> str:
     names = need.names or ["VAR"]
+    choosers = branch_choosers(need.span.file, need.names, env)
+    if choosers:  # a variable set in a branch: ask for the one that chooses the branch (DEVICE), not the derived one
+        asks = " ".join(f"--env {name}=VALUE" for name in choosers)
+        return (f"{need.key} is not known statically ({need.desc} at {need.span}): it is set in a branch chosen by "
+                f"{', '.join(choosers)}, which the script computes at run time: give {asks}")
     return (f"{need.key} is not known statically ({need.desc} at {need.span}) and gen needs it: give "
             f"--env {names[0]}=VALUE" + (f" (it comes from {', '.join(names[1:])})" if len(names) > 1 else ""))
 
@@ -58,14 +63,23 @@ def plan_script(source: SourceFile, evaluation, request: Request, env: dict[str,
         try:
             plans.append(_plan_for(run, request, env, folder, extra))
         except NeedValue as need:
-            raise InputError(_need_message(need)) from None
+            raise InputError(_need_message(need, env)) from None
     merged = plans[0]
+    choosers = branch_choosers(source.path, None, env)
     for plan, run in zip(plans[1:], runs[1:], strict=False):
-        _merge(merged, plan, runs[0], run)
+        _merge(merged, plan, runs[0], run, choosers)
+    merged.assumptions.extend(f"{name}={value} (--env): the values below hold where the script's {name} is "
+                              f"{value}" for name, value in env.items())
     return merged, runs[0]
 
 
-def _merge(into: Plan, other: Plan, run_a: Run, run_b: Run) -> None:
+def _choose_hint(choosers: list[str]) -> str:
+    if not choosers:
+        return "give the variables that choose the path with --env"
+    return (f"the branch is chosen by {', '.join(choosers)}: give " + " ".join(f"--env {n}=VALUE" for n in choosers))
+
+
+def _merge(into: Plan, other: Plan, run_a: Run, run_b: Run, choosers: list[str]) -> None:
     """One script serves every path: a key neutralised on one path only is written for all (harmless:
     null or the same value); the same key with two different values cannot be, and is an error."""
     mine = {o.key: o for o in into.overrides}
@@ -75,17 +89,19 @@ def _merge(into: Plan, other: Plan, run_a: Run, run_b: Run) -> None:
             into.overrides.append(override)
         elif known.value != override.value:
             raise InputError(f"the script's paths disagree on {override.key} ({known.value} vs {override.value}, "
-                             f"launches at {run_a.launch.command_span} and {run_b.launch.command_span}): give the "
-                             "variables that choose the path with --env")
+                             f"launches at {run_a.launch.command_span} and {run_b.launch.command_span}): "
+                             + _choose_hint(choosers))
     names = {e.name: e for e in into.env}
     for switch in other.env:
         if switch.name not in names:
             into.env.append(switch)
         elif names[switch.name].value != switch.value:
             raise InputError(f"the script's paths need {switch.name}={names[switch.name].value} and "
-                             f"{switch.name}={switch.value}: give the variables that choose the path with --env")
+                             f"{switch.name}={switch.value}: " + _choose_hint(choosers))
     into.notes.extend(note for note in other.notes if note not in into.notes)
+    into.assumptions.extend(a for a in other.assumptions if a not in into.assumptions)
     into.dumps.extend(where for where in other.dumps if where not in into.dumps)
+    into.dump_dirs = {**other.dump_dirs, **into.dump_dirs}
     into.configs.extend(c for c in other.configs if c.name not in {k.name for k in into.configs})
 
 
@@ -135,6 +151,7 @@ def block_text(plan: Plan, request: Request, original: str, targets: Targets, ex
         f"# ---- rlpatch gen ({__version__}): {request.mode}-mode msprobe collection script ----",
         f"# original: {original} (unchanged; diff the two files to see every change gen made)",
         f"# versions: verl {targets.verl}{assumed}; {_backend_versions(targets)}",
+        *(f"# assumed: {assumption}" for assumption in plan.assumptions),
         f"{DIR_LINE}  # the configs live beside this script",
     ]
     for switch in plan.env:

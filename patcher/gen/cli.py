@@ -21,9 +21,9 @@ from rlpatch import registry
 from rlpatch.errors import InputError
 from rlpatch.gen.build import Generated, generate
 from rlpatch.gen.modes import Request
-from rlpatch.gen.plan import Targets
+from rlpatch.gen.plan import ApplyStep, Targets
 from rlpatch.shell.defaults import NEWEST_VERL
-from rlpatch.upstream.envprobe import probe
+from rlpatch.upstream.envprobe import probe, probe_root
 from rlpatch.upstream.versions import Version
 
 MODES = ("training", "inference", "consistency")
@@ -59,9 +59,23 @@ def _env(pairs: tuple[str, ...]) -> dict[str, str]:
     return env
 
 
-def _targets(verl_version, verl_root, python, sglang_version, vllm_ascend_version, lint_options) -> Targets:
-    sglang = _version(sglang_version, "--sglang-version")
-    vllm_ascend = _version(vllm_ascend_version, "--vllm-ascend-version")
+def _root_version(project: str, root: str | None, option: str) -> Version | None:
+    """The version of the tree given with --sglang-root / --vllm-ascend-root (bad input when it holds none)."""
+    if root is None:
+        return None
+    if not os.path.isdir(root):
+        raise InputError(f"{option} {root}: no such folder")
+    found = probe_root(project, root)
+    if not found.found:
+        raise InputError(f"{option} {root}: no {project.replace('-', '_')}/ package found there")
+    return found.version
+
+
+def _targets(verl_version, verl_root, python, sglang_version, vllm_ascend_version, roots: dict[str, str | None],
+             lint_options) -> Targets:
+    sglang = _version(sglang_version, "--sglang-version") or _root_version("sglang", roots["sglang"], "--sglang-root")
+    vllm_ascend = _version(vllm_ascend_version, "--vllm-ascend-version") or _root_version(
+        "vllm-ascend", roots["vllm_ascend"], "--vllm-ascend-root")
     verl = registry.linter().verl_version_of(lint_options)
     assumed = not (verl_version or verl_root)
     if python:
@@ -100,17 +114,25 @@ def _outputs(script: str, mode: str, out: str | None, config_dir: str | None) ->
 @click.option("--python", metavar="PATH", help="The interpreter that will run verl (versions probed, nothing imported).")
 @click.option("--sglang-version", metavar="X.Y.Z", help="The SGLang that will run (default: >= 0.5.11).")
 @click.option("--vllm-ascend-version", metavar="X.Y.Z", help="The vLLM-Ascend that will run (default: >= 0.13).")
+@click.option("--vllm-ascend-root", type=click.Path(), help="The vLLM-Ascend tree the run imports (its version; "
+              "lint and the printed apply step use it).")
+@click.option("--sglang-root", type=click.Path(), help="The SGLang tree the run imports (its version; lint and the "
+              "printed apply step use it).")
 @click.option("--stages", help="training: stages to dump; consistency: the DUMP_PHASE.")
 @click.option("--steps", help="Steps to dump, e.g. 1,2 (training: global steps; others: the config's step list).")
-@click.option("--level", type=click.Choice(["mix", "L0", "L1"]), help="msprobe level (default mix).")
-@click.option("--task", type=click.Choice(["statistics", "tensor"]), help="msprobe task (default statistics).")
+@click.option("--level", type=click.Choice(["mix", "L0", "L1"]),
+              help="msprobe level (default: L0 in consistency mode, both configs: msprobe compare --consistent_check "
+                   "fails on mix; mix otherwise).")
+@click.option("--task", type=click.Choice(["statistics", "tensor"]),
+              help="msprobe task (default: tensor in consistency mode, statistics otherwise).")
 @click.option("--env", "env", multiple=True, metavar="K=V", help="A value the script cannot know statically.")
 @click.option("--force", is_flag=True, help="Overwrite existing files (and allow Megatron training mode on 0.8.0).")
 @click.option("--dry-run", is_flag=True, help="Print the diff and the configs; write nothing.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.pass_context
 def gen_cmd(ctx: click.Context, mode: str, script: str, out, config_dir, dump_root, verl_version, verl_root, python,
-            sglang_version, vllm_ascend_version, stages, steps, level, task, env, force, dry_run, fmt) -> int:
+            sglang_version, vllm_ascend_version, vllm_ascend_root, sglang_root, stages, steps, level, task, env, force,
+            dry_run, fmt) -> int:
     """Write a collection script for MODE from the training script SCRIPT (never edited).
 
     Extra Hydra overrides after `--` are appended after gen's own.
@@ -123,8 +145,10 @@ def gen_cmd(ctx: click.Context, mode: str, script: str, out, config_dir, dump_ro
     given_env = _env(env)
     linter = registry.linter()
     released = _released_verl(verl_version, bool(verl_root or python))
-    lint_options = linter.make_options(verl_version=released, verl_root=verl_root, python=python, env=given_env)
-    targets = _targets(verl_version, verl_root, python, sglang_version, vllm_ascend_version, lint_options)
+    roots = {"verl": verl_root, "vllm_ascend": vllm_ascend_root, "sglang": sglang_root}
+    lint_options = linter.make_options(verl_version=released, verl_root=verl_root, python=python, env=given_env,
+                                       sglang_root=sglang_root, vllm_ascend_root=vllm_ascend_root)
+    targets = _targets(verl_version, verl_root, python, sglang_version, vllm_ascend_version, roots, lint_options)
     new_path, names = _outputs(script, mode, out, config_dir)
     folder = os.path.dirname(os.path.abspath(new_path))
     stem = os.path.basename(new_path).rsplit(".", 1)[0]
@@ -148,9 +172,12 @@ def gen_cmd(ctx: click.Context, mode: str, script: str, out, config_dir, dump_ro
         result.notes.extend(f"{f.code} at line {f.span.line} is in the original script too: gen cannot fix it for you"
                             for f in failing if (f.code, f.message) in inherited)
     if fmt == "json":
-        click.echo(json.dumps(_summary(result, request, targets, new_path, files, findings), indent=2))
+        steps, after = _next_steps(result, request, new_path, roots, python)
+        summary = _summary(result, request, targets, new_path, files, findings)
+        summary.update({"next_steps": steps, "dumps": result.plan.dumps, "after_run": after})
+        click.echo(json.dumps(summary, indent=2))
     else:
-        _print_text(result, request, targets, new_path, script, files, findings, dry_run, verl_root, python)
+        _print_text(result, request, targets, new_path, script, files, findings, dry_run, roots, python)
     return 1 if failing else 0
 
 
@@ -242,23 +269,66 @@ def _write_all(files: dict[str, str], script: str) -> None:
         os.replace(temporary, path)
 
 
-def _next_steps(result: Generated, new_path: str, verl_root: str | None, python: str | None) -> list[str]:
+_ROOT_OPTION = {"verl": "--verl-root", "vllm_ascend": "--vllm-ascend-root", "sglang": "--sglang-root"}
+_PLACEHOLDER = {"verl": "VERL_ROOT", "vllm_ascend": "VLLM_ASCEND_ROOT", "sglang": "SGLANG_ROOT"}
+_PROJECT = {"verl": "verl", "vllm_ascend": "vllm-ascend", "sglang": "sglang"}
+
+
+def _command(argv: list[str]) -> str:
+    return " ".join(shlex.quote(a) for a in argv)
+
+
+def _apply_step(step: ApplyStep, roots: dict[str, str | None], python: str | None) -> tuple[str, list[str]]:
+    """The apply command with every tree it patches, and what the user must fill in.
+
+    `rlpatch apply` patches the given roots only, or (no root) every tree the `--python` interpreter
+    imports; so a root gen does not know is taken from that interpreter, else left as a placeholder
+    that the printed text says must be filled."""
+    argv = ["rlpatch", "apply", "--mode", step.mode]
+    given = {package: roots.get(package) for package in step.packages}
+    if python and not any(given.values()):
+        return _command(argv + ["--python", python]), []
+    found = probe(python, tuple(_PROJECT[p] for p in step.packages)) if python else {}
+    missing = []
+    for package in step.packages:
+        root = given[package]
+        installed = found.get(_PROJECT[package])
+        location = installed.location if installed is not None else None
+        if root is None and location is not None:
+            root = str(location.parent)
+        if root is None:
+            root = _PLACEHOLDER[package]
+            missing.append(package)
+        argv += [_ROOT_OPTION[package], root]
+    fill = [f"fill in {_PLACEHOLDER[p]}: the folder holding {p}/ in the environment that runs verl (e.g. its "
+            f"site-packages), or give gen {_ROOT_OPTION[p]} / --python" for p in missing]
+    return _command(argv), fill
+
+
+def _next_steps(result: Generated, request: Request, new_path: str, roots: dict[str, str | None],
+                python: str | None) -> tuple[list[str], list[str]]:
+    """(the steps before and during the run, the commands after it)."""
     steps = []
-    if result.plan.apply:
-        argv = list(result.plan.apply)
-        if "VERL_ROOT" in argv and not verl_root:
-            index = argv.index("--verl-root")
-            argv[index:index + 2] = ["--python", python] if python else []
-        argv = [verl_root if item == "VERL_ROOT" else item for item in argv]
-        steps.append(" ".join(shlex.quote(a) for a in argv) + ("  # SGLANG_ROOT: the SGLang tree the run imports"
-                                                              if "SGLANG_ROOT" in argv else ""))
-    steps.append(f"rlpatch doctor {shlex.quote(new_path)}")
-    steps.append(f"bash {shlex.quote(new_path)}")
-    return steps
+    if result.plan.apply is not None:
+        line, fill = _apply_step(result.plan.apply, roots, python)
+        steps.append(line + "".join(f"\n     {text}" for text in fill))
+    doctor = ["rlpatch", "doctor", "--script", new_path, "--mode", request.mode]
+    steps.append(_command(doctor + (["--python", python] if python else [])))
+    steps.append(_command(["bash", new_path]))
+    after = [_command(["rlpatch", "dumps", "check", where, "--mode", request.mode, "--script", new_path])
+             for where in result.plan.dump_dirs.values()]
+    dirs = result.plan.dump_dirs
+    if request.mode == "consistency" and "train" in dirs and "infer" in dirs:
+        backend = "megatron" if result.run.megatron else "fsdp"
+        pair = ["--train", dirs["train"], "--infer", dirs["infer"], "--backend", backend]
+        after.append(_command(["rlpatch", "dumps", "pair", *pair]))
+        after.append(_command(["rlpatch", "dumps", "compare", *pair] + (["--python", python] if python else [])))
+    return steps, after
 
 
 def _print_text(result: Generated, request: Request, targets: Targets, new_path: str, script: str,
-                files: dict[str, str], findings: list, dry_run: bool, verl_root, python) -> None:
+                files: dict[str, str], findings: list, dry_run: bool, roots: dict[str, str | None],
+                python: str | None) -> None:
     run = result.run
     verb = "would write" if dry_run else "wrote"
     click.echo(f"rlpatch gen: {verb} {new_path} ({request.mode} mode, verl {targets.verl}"
@@ -281,12 +351,16 @@ def _print_text(result: Generated, request: Request, targets: Targets, new_path:
         click.echo(f"{finding.span}: {finding.code} {finding.message}{expected}")
     if not any(f.severity == "error" and f.code not in _BEFORE_APPLY for f in findings):
         click.echo("rlpatch lint: no error in the new script")
+    steps, after = _next_steps(result, request, new_path, roots, python)
     click.echo("next steps:")
-    for index, step in enumerate(_next_steps(result, new_path, verl_root, python), 1):
+    for index, step in enumerate(steps, 1):
         click.echo(f"  {index}. {step}")
     click.echo("dumps:")
     for where in result.plan.dumps:
         click.echo(f"  {where}")
+    click.echo("after the run:")
+    for index, step in enumerate(after, len(steps) + 1):
+        click.echo(f"  {index}. {step}")
 
 
 def _summary(result: Generated, request: Request, targets: Targets, new_path: str, files: dict[str, str],

@@ -15,6 +15,7 @@ from rlpatch.gen.modes import (
     V080,
     V090,
     Request,
+    check_device,
     force_eager,
     msprobe_config,
     neutralise_sglang,
@@ -23,7 +24,8 @@ from rlpatch.gen.modes import (
     vllm_dump,
     with_config,
 )
-from rlpatch.gen.plan import Facts, Plan
+from rlpatch.gen.plan import ApplyStep, Facts, Plan
+from rlpatch.gen.size import dump_size_notes
 from rlpatch.shell.defaults import ACTOR, REF, ROLLOUT
 
 _ONE = "one prompt, one mini-batch, one micro-batch: each rank pairs with one request"
@@ -35,6 +37,7 @@ def plan_consistency(facts: Facts, request: Request, folder: str, extra: dict[st
         raise InputError(f"consistency mode pairs the training engine patch with the vLLM-Ascend inference dump; "
                          f"this script rolls out with {backend!r}")
     plan = Plan()
+    check_device(facts, plan)
     megatron = facts.run.megatron
     world = facts.need_int("trainer.n_gpus_per_node") * facts.need_int("trainer.nnodes")
     per_node = facts.need_int("trainer.n_gpus_per_node")
@@ -43,8 +46,23 @@ def plan_consistency(facts: Facts, request: Request, folder: str, extra: dict[st
     _trainer_and_correction(plan, facts, request)
     _env_and_configs(plan, facts, request, folder)
     _check_arithmetic(plan, extra, dp, world, megatron)
-    plan.apply = ["rlpatch", "apply", "--mode", "consistency", "--verl-root", "VERL_ROOT"]
+    _bound(plan, facts)
+    plan.notes.extend(dump_size_notes(facts, request, dp, plan.assumptions))
+    plan.apply = ApplyStep("consistency", ("verl", "vllm_ascend"))
     return plan
+
+
+def _bound(plan: Plan, facts: Facts) -> None:
+    """Only the single-request prefill is compared: no decode step, no validation, no checkpoint."""
+    plan.add("data.max_response_length", "1", "one generated token: the prefill is all that is compared "
+             "(every decode step would be dumped too)", replaces=other_value(facts, "data.max_response_length", "1"))
+    if facts.user_value(f"{ROLLOUT}.response_length") is not None:
+        plan.add(f"{ROLLOUT}.response_length", "1", "the rollout's own response length, set by the script",
+                 replaces=other_value(facts, f"{ROLLOUT}.response_length", "1"))
+    plan.add("trainer.test_freq", "-1", "validation at the last step would call generate (more inference dumps)",
+             replaces=other_value(facts, "trainer.test_freq", "-1"))
+    plan.add("trainer.save_freq", "-1", "no checkpoint of a one-step collection run",
+             replaces=other_value(facts, "trainer.save_freq", "-1"))
 
 
 def _fsdp_layout(plan: Plan, facts: Facts, per_node: int, world: int) -> int:
@@ -52,9 +70,15 @@ def _fsdp_layout(plan: Plan, facts: Facts, per_node: int, world: int) -> int:
         for key in (f"{role}.ulysses_sequence_parallel_size", f"{role}.fsdp_config.ulysses_sequence_parallel_size"):
             plan.add(key, "1", "Ulysses SP splits the prompt (both spellings: verl copies the old key only if > 1)",
                      replaces=other_value(facts, key, "1"))
-    plan.add(f"{ROLLOUT}.tensor_model_parallel_size", str(per_node),
-             f"one rollout replica per node (n_gpus_per_node={per_node}): ranks pair one to one",
-             replaces=other_value(facts, f"{ROLLOUT}.tensor_model_parallel_size", str(per_node)))
+    # msprobe's `compare --consistent_check --backend fsdp` only concatenates the training side's
+    # q/k/v and gate/up outputs into vLLM's fused qkv/gate_up (pt_compare.py, BACKEND_CAT_RULES); it
+    # never joins inference TP shards. So every card is a full-model rollout replica (verl then runs
+    # n_gpus replicas) and each training rank's forward pairs with one whole prefill.
+    plan.add(f"{ROLLOUT}.tensor_model_parallel_size", "1",
+             "msprobe --consistent_check --backend fsdp never joins inference TP shards: one full replica per card",
+             replaces=other_value(facts, f"{ROLLOUT}.tensor_model_parallel_size", "1"))
+    plan.assumptions.append("FSDP: rollout tensor_model_parallel_size=1, so the whole model must fit one card "
+                            "for inference (gen cannot know the memory)")
     plan.add(f"{ROLLOUT}.data_parallel_size", "1", "rollout DP > 1 breaks the rank pairing",
              replaces=other_value(facts, f"{ROLLOUT}.data_parallel_size", "1"))
     return world  # FSDP DP = world / SP, SP = 1
@@ -148,12 +172,15 @@ def _env_and_configs(plan: Plan, facts: Facts, request: Request, folder: str) ->
     plan.export("DUMP_PHASE", phase, "which training phase the engine patch dumps")
     plan.export("MSPROBE_ACTOR_CONFIG", train_path, "the training side's msprobe config", shell_value=train_shell)
     force_eager(plan, facts)
-    vllm_dump(plan, facts, request, folder, steps, "infer")
+    vllm_dump(plan, facts, request, folder, steps, "infer", dispatch_logger=True)
     neutralise_sglang(plan, facts)
-    plan.dumps.insert(0, f"{train_dump}/ (training, rlpatch engine patch; update_actor_log.jsonl per process)")
-    if (request.task or "tensor") != "tensor" or (request.level or "mix") != "L0":
-        plan.notes.append("`--task tensor --level L0` is what msprobe compare --consistent_check matches best "
-                          "(written: task tensor, level mix, unless --task/--level)")
+    plan.dump_dirs = {"train": train_dump, **plan.dump_dirs}
+    plan.dumps.insert(0, f"training: {train_dump}/step{{N}}/rank{{R}}/ and {train_dump}/{{pid}}/update_actor_log.jsonl "
+                         "(rlpatch engine patch; one step per dumped micro-batch)")
+    task, level = request.task or "tensor", request.level or "L0"
+    if (task, level) != ("tensor", "L0"):
+        plan.notes.append(f"written: task {task}, level {level}; msprobe compare --consistent_check (26.2.0) fails on "
+                          "level mix (\"Conflicting comparison data\") and compares L0; task tensor compares values")
 
 
 def _check_arithmetic(plan: Plan, extra: dict[str, str], dp: int, world: int, megatron: bool) -> None:

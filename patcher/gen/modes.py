@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rlpatch.errors import InputError
-from rlpatch.gen.plan import ConfigFile, Facts, Plan
+from rlpatch.gen.plan import ApplyStep, ConfigFile, Facts, Plan
 from rlpatch.shell.defaults import ACTOR, REF, ROLLOUT
 from rlpatch.upstream.versions import Version
 
@@ -49,12 +49,18 @@ def _list(items) -> str:
     return "[" + ",".join(str(item) for item in items) + "]"
 
 
+def default_level(mode: str) -> str:
+    """msprobe 26.2.0: `msprobe compare --consistent_check` fails on `level: mix` dumps ("Conflicting
+    comparison data") and compares L0 ones, so both sides of a consistency run dump L0."""
+    return "L0" if mode == "consistency" else "mix"
+
+
 def msprobe_config(request: Request, role: str, steps: list[int], dump_path: str | None) -> ConfigFile:
     task = request.task or ("tensor" if request.mode == "consistency" else "statistics")
     content: dict = {"task": task}
     if dump_path is not None:
         content["dump_path"] = dump_path
-    content.update({"rank": [], "step": steps, "level": request.level or "mix",
+    content.update({"rank": [], "step": steps, "level": request.level or default_level(request.mode),
                     task: {"scope": [], "list": [], "data_mode": ["all"]}})
     return ConfigFile(request.config_names[role], role, content)
 
@@ -93,6 +99,9 @@ def plan_training(facts: Facts, request: Request, folder: str) -> Plan:
              "the msprobe config (absolute: each Ray worker has its own working directory)", shell_value=shell_path)
     plan.add("global_profiler.global_tool_config.precision_debugger.stages", _list(stages),
              "only these stages are annotated in verl 0.8.0 to 0.9.1")
+    plan.add("trainer.total_training_steps", str(max(steps)),
+             "stop after the last dumped step (verl 0.8.0 to 0.9.1 end the run there; it also sets the LR "
+             "schedule's length)", replaces=other_value(facts, "trainer.total_training_steps", str(max(steps))))
     plan.add(f"{ACTOR}.profiler.enable", "True", "the actor's stages are dumped only with its profiler on")
     if "ref_compute_log_prob" in stages:
         plan.add(f"{REF}.profiler.enable", "True", "ref_compute_log_prob is dumped only with the ref profiler on")
@@ -102,7 +111,9 @@ def plan_training(facts: Facts, request: Request, folder: str) -> Plan:
     if facts.flag("global_profiler.profile_continuous_steps"):
         plan.add("global_profiler.profile_continuous_steps", "False", "continuous profiling merges steps",
                  replaces="True")
-    plan.dumps.append(f"{save_path}/step_N/<stage>/ (N in {_list(steps)})")
+    plan.dump_dirs["train"] = save_path
+    plan.dumps.append(f"training: {save_path}/step_{{G}}/{{stage}}/step0/rank{{R}}/ (G in {_list(steps)}, "
+                      f"stage in {_list(stages)})")
     return plan
 
 
@@ -149,6 +160,7 @@ def plan_inference(facts: Facts, request: Request, folder: str) -> Plan:
              replaces=other_value(facts, "trainer.val_before_train", "False"))
     steps = request.steps if request.steps is not None else [0]
     if backend == "vllm":
+        check_device(facts, plan)
         vllm_dump(plan, facts, request, folder, steps, "infer")
         neutralise_sglang(plan, facts)
     else:
@@ -157,13 +169,33 @@ def plan_inference(facts: Facts, request: Request, folder: str) -> Plan:
     return plan
 
 
+_NPU_ENV_MARKS = ("ASCEND", "HCCL")
+
+
+def check_device(facts: Facts, plan: Plan) -> None:
+    """The vLLM dump keys gen writes are vLLM-Ascend's: CUDA vLLM ignores them and dumps nothing.
+    A script that says `trainer.device=cuda` is refused; one that says nothing of an NPU (no
+    `trainer.device=npu`, no ASCEND_*/HCCL_* variable) gets a warning."""
+    device = (facts.value("trainer.device") or "").strip().strip("'\"").lower()
+    if facts.is_set("trainer.device") and device in ("cuda", "gpu"):
+        raise InputError(f"this script runs on CUDA (trainer.device={device}): the vLLM dump gen writes "
+                         "(additional_config.dump_config_path) is read only by vLLM-Ascend, CUDA vLLM ignores it "
+                         "and dumps nothing")
+    marked = device == "npu" or any(mark in name for name in facts.run.env for mark in _NPU_ENV_MARKS)
+    if not marked:
+        plan.notes.append("warning: nothing in this script says NPU (no trainer.device=npu, no ASCEND_*/HCCL_* "
+                          "variable): the vLLM dump keys gen writes are read only by vLLM-Ascend; on a CUDA "
+                          "machine vLLM ignores them and the inference side dumps nothing")
+
+
 def force_eager(plan: Plan, facts: Facts) -> None:
     plan.add(f"{ROLLOUT}.enforce_eager", "True", "graph mode cannot be dumped (SGLang: disable_cuda_graph)",
              replaces=other_value(facts, f"{ROLLOUT}.enforce_eager", "True"))
     plan.export("TORCHDYNAMO_DISABLE", "1", "a compiled forward is not hooked by msprobe")
 
 
-def vllm_dump(plan: Plan, facts: Facts, request: Request, folder: str, steps: list[int], role: str) -> None:
+def vllm_dump(plan: Plan, facts: Facts, request: Request, folder: str, steps: list[int], role: str,
+              dispatch_logger: bool = False) -> None:
     version = request.vllm_ascend
     if version is not None and version < VLLM_ASCEND_FIRST_DUMP:
         raise InputError(f"vLLM-Ascend {version} has no msprobe dump (the dump key is silently ignored): "
@@ -182,7 +214,13 @@ def vllm_dump(plan: Plan, facts: Facts, request: Request, folder: str, steps: li
         plan.add(user_key, "null", "CUDA/ACL graphs are not dumped", free_form=True, replaces=facts.user_value(user_key))
     if not old_route:
         plan.export("VLLM_USE_V2_MODEL_RUNNER", "0", "the V2 model runner has no msprobe dump hooks")
-    plan.dumps.append(f"{dump_path}/step<N>/rank<R>/ (inference, vLLM-Ascend)")
+    plan.dump_dirs[role] = dump_path
+    if dispatch_logger:  # rlpatch's patched runner moves msprobe's dump path into {dump_path}/{pid}
+        plan.dumps.append(f"inference: {dump_path}/{{pid}}/step{{N}}/rank{{R}}/ next to "
+                          f"{dump_path}/{{pid}}/dispatch_log.jsonl (one {{pid}} folder per vLLM-Ascend process)")
+    else:
+        plan.dumps.append(f"inference: {dump_path}/step{{N}}/rank{{R}}/ (vLLM-Ascend; N counts every dumped "
+                          "execute_model, decode steps too)")
 
 
 def sglang_dump(plan: Plan, facts: Facts, request: Request, folder: str, steps: list[int]) -> None:
@@ -193,7 +231,9 @@ def sglang_dump(plan: Plan, facts: Facts, request: Request, folder: str, steps: 
         path, shell_path = with_config(plan, msprobe_config(request, "infer", steps, dump_path), folder)
         plan.add(SGLANG_DUMP_KEY, path, "SGLang >= 0.5.11 dumps natively (needs mindstudio-probe >= 26.0)",
                  free_form=True, shell_value=shell_path)
-        plan.dumps.append(f"{dump_path}/step<N>/rank<R>/ (inference, SGLang)")
+        plan.dump_dirs["infer"] = dump_path
+        plan.dumps.append(f"inference: {dump_path}/step{{N}}/rank{{R}}/ (SGLang; the server warm-up passes are "
+                          "the first steps)")
         return
     if facts.user_value(SGLANG_DUMP_KEY) is not None:
         plan.add(SGLANG_DUMP_KEY, "null", f"SGLang {version} raises TypeError on this key", free_form=True,
@@ -203,12 +243,13 @@ def sglang_dump(plan: Plan, facts: Facts, request: Request, folder: str, steps: 
     for role, suffix in roles:
         dump_path = f"{request.dump_root}/{role}"
         path, shell_path = with_config(plan, msprobe_config(request, role, steps, dump_path), folder)
+        plan.dump_dirs[role] = dump_path
         plan.export(f"MSPROBE_SGLANG_CONFIG{suffix}", path, f"read by rlpatch's ModelRunner patch (SGLang {version})",
                     shell_value=shell_path)
-        plan.dumps.append(f"{dump_path}/step<N>/rank<R>/ (inference, SGLang{suffix.lower().replace('_', ' ')})")
+        plan.dumps.append(f"inference: {dump_path}/step{{N}}/rank{{R}}/ (SGLang{suffix.lower().replace('_', ' ')})")
     if disaggregated:
         plan.export("SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION", "0", "health probes would be dumped as requests")
-    plan.apply = ["rlpatch", "apply", "--mode", "inference", "--sglang-root", "SGLANG_ROOT"]
+    plan.apply = ApplyStep("inference", ("sglang",))
 
 
 def neutralise_sglang(plan: Plan, facts: Facts) -> None:

@@ -59,14 +59,24 @@ class ConfigFile:
     content: dict
 
 
+@dataclass(frozen=True)
+class ApplyStep:
+    """The `rlpatch apply` a mode needs: its mode and the trees it patches (verl, vllm_ascend, sglang)."""
+
+    mode: str
+    packages: tuple[str, ...]
+
+
 @dataclass
 class Plan:
     overrides: list[Planned] = field(default_factory=list)
     env: list[EnvSwitch] = field(default_factory=list)
     configs: list[ConfigFile] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    apply: list[str] | None = None  # the `rlpatch apply ...` argv the mode needs, if any
+    apply: ApplyStep | None = None  # the `rlpatch apply` the mode needs, if any
+    assumptions: list[str] = field(default_factory=list)  # said in the new script's header
     dumps: list[str] = field(default_factory=list)  # where the dumps land
+    dump_dirs: dict[str, str] = field(default_factory=dict)  # role (train, infer, ...) -> the dump folder
 
     def add(self, key: str, value: str, why: str, **more) -> None:
         self.overrides = [o for o in self.overrides if o.key != key]
@@ -248,3 +258,65 @@ def variable_names(piece: Piece) -> list[str]:
         if name and name not in names:
             names.append(name)
     return names
+
+
+# ---- the variables that choose a branch (`--env DEVICE=npu`, not a variable derived in the branch) ------------
+def _assigned_in(node) -> set[str]:
+    names, stack = set(), [node]
+    while stack:
+        current = stack.pop()
+        if current.type == "variable_assignment":
+            name = current.child_by_field_name("name")
+            if name is not None:
+                names.add(name.text.decode())
+        stack.extend(current.named_children)
+    return names
+
+
+def _expanded_in(nodes) -> list[str]:
+    names: list[str] = []
+    stack = list(reversed(nodes))
+    while stack:
+        current = stack.pop()
+        if current.type in ("simple_expansion", "expansion"):
+            name = _expanded_name(current.named_children[0] if current.named_children else current)
+            if name and name not in names:
+                names.append(name)
+        stack.extend(reversed(current.named_children))
+    return names
+
+
+def _condition_nodes(node) -> list:
+    """The nodes whose value decides which branch of an `if`/`elif` or `case` runs."""
+    if node.type == "case_statement":
+        value = node.child_by_field_name("value")
+        return [value] if value is not None else []
+    conditions = node.children_by_field_name("condition")
+    for clause in node.named_children:
+        if clause.type == "elif_clause":
+            conditions.extend(clause.children_by_field_name("condition"))
+    return conditions
+
+
+def branch_choosers(path: str, derived: list[str] | None = None, known: dict[str, str] | None = None) -> list[str]:
+    """Variables tested by the `if`/`case` statements of `path` that assign one of `derived` (any
+    variable when None): the values to ask for with --env instead of the derived ones. Variables
+    already given (`known`) are left out."""
+    loaded = _tree(path) if path and os.path.isfile(path) else None
+    if loaded is None:
+        return []
+    _, parsed = loaded
+    found: list[str] = []
+    stack = [parsed.tree.root_node]
+    while stack:
+        node = stack.pop()
+        stack.extend(reversed(node.named_children))
+        if node.type not in ("if_statement", "case_statement"):
+            continue
+        assigned = _assigned_in(node)
+        if not assigned or (derived is not None and not assigned & set(derived)):
+            continue
+        for name in _expanded_in(_condition_nodes(node)):
+            if name not in found and name not in (known or {}) and name not in (derived or []):
+                found.append(name)
+    return found

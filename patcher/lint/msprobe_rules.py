@@ -114,7 +114,12 @@ class RuleChecks(ConfigWalker):
         if not dump_path:
             if self.options.mode is None and not _load_only(config):
                 where: Path = ("dump_path",) if "dump_path" in config else ()
-                yield self.finding("RL504", "dump_path is required (msprobe: \"The dump_path not found\")", where)
+                # Alone, the file cannot say who reads it: verl's precision_debugger tool (training
+                # mode) passes its own dump_path and overrides the file's (verl 0.8.0 to 0.9.1), so
+                # there the file must not set one (RL104); every other reader needs it.
+                yield self.finding("RL504", "no dump_path: right for verl's precision_debugger tool (training mode: "
+                                            "verl passes its own), refused by msprobe anywhere else (\"The dump_path "
+                                            "not found\")", where, severity="info")
             return
         if not isinstance(dump_path, str):
             return

@@ -1,0 +1,114 @@
+"""How large a consistency dump will be, said before the run, and whether the dump folder has room.
+
+The estimate is for `task: tensor` at `level: L0`: msprobe saves every module's inputs and outputs.
+Per token and decoder layer of a dense model that is about 17*H + 2*Q + 2*KV + 5*I elements
+(H hidden, Q = heads*head_dim, KV = kv_heads*head_dim, I intermediate: the layer, its norms,
+attention, q/k/v/o projections, MLP, gate/up/down and the activation), plus the embedding, the
+final norm and lm_head (H + V). The numbers come from the HF `config.json` of the model folder when
+the model path is a folder on this machine; otherwise the size is unknown and gen says why.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+from rlpatch.gen.plan import Facts
+
+MODEL_PATH = "actor_rollout_ref.model.path"
+_BYTES = {"float32": 4, "float": 4, "bfloat16": 2, "float16": 2, "half": 2}
+
+
+def human(size: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} TiB"
+
+
+def model_config(path: str | None) -> tuple[dict | None, str]:
+    """(the text model's config, where it came from) or (None, why it is unknown)."""
+    if not path:
+        return None, "the script sets no model path"
+    folder = os.path.expanduser(path)
+    if not os.path.isdir(folder):
+        return None, f"the model path {path} is not a folder on this machine (a hub id, or a path on the cluster)"
+    config_path = os.path.join(folder, "config.json")
+    try:
+        with open(config_path, encoding="utf-8") as handle:
+            config = json.load(handle)
+    except (OSError, ValueError) as err:
+        return None, f"{config_path} cannot be read ({err})"
+    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+    return text, config_path
+
+
+def per_token_elements(config: dict) -> tuple[int, str] | None:
+    """Elements msprobe L0 saves per token (all layers), and the figures used; None without them."""
+    try:
+        hidden, layers = int(config["hidden_size"]), int(config["num_hidden_layers"])
+        heads = int(config["num_attention_heads"])
+        kv_heads = int(config.get("num_key_value_heads") or heads)
+        head_dim = int(config.get("head_dim") or hidden // heads)
+        inter, vocab = int(config["intermediate_size"]), int(config["vocab_size"])
+    except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        return None
+    q, kv = heads * head_dim, kv_heads * head_dim
+    per_layer = 17 * hidden + 2 * q + 2 * kv + 5 * inter
+    total = layers * per_layer + 4 * hidden + vocab
+    return total, f"{layers} layers, hidden {hidden}, intermediate {inter}, vocab {vocab}"
+
+
+def dtype_bytes(config: dict) -> tuple[int, str]:
+    name = str(config.get("torch_dtype") or config.get("dtype") or "bfloat16").replace("torch.", "")
+    return _BYTES.get(name, 2), name
+
+
+def nearest_existing(path: str) -> str:
+    path = os.path.abspath(path)
+    while not os.path.exists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    return path
+
+
+def dump_size_notes(facts: Facts, request, dp: int, assumptions: list[str]) -> list[str]:
+    """The notes gen prints before the run: size per dumped step, for the run, and free space."""
+    task, level = request.task or "tensor", request.level or "L0"
+    tokens = facts.int_or("data.max_prompt_length", 512) + 1  # the prompt and the one generated token
+    steps = dp  # one micro-batch per training rank; one prefill per request (n = DP) on the inference side
+    if task != "tensor":
+        return [f"dump size: task {task} saves statistics only (a few hundred bytes per tensor), no tensor data"]
+    config, source = model_config(facts.value(MODEL_PATH))
+    if config is None:
+        return [f"dump size: unknown: {source}; with task tensor each dumped step holds every module's inputs and "
+                f"outputs for up to {tokens} tokens ({steps} steps per side in this run)",
+                free_space_note(request.dump_root, None)]
+    counted = per_token_elements(config)
+    if counted is None:
+        return [f"dump size: unknown: {source} lacks hidden_size/num_hidden_layers/heads/intermediate_size/vocab_size"]
+    elements, figures = counted
+    width, dtype = dtype_bytes(config)
+    per_step = elements * tokens * width
+    total = per_step * steps * 2
+    more = "" if level == "L0" else f" (level {level} also dumps API calls: more than this)"
+    assumptions.append(f"dump size estimated from {source} for prompts of up to {tokens} tokens")
+    notes = [f"dump size (estimate, task tensor, level L0, dense model): about {human(per_step)} per dumped step "
+             f"per side: up to {tokens} tokens x {figures}, {dtype}; this run dumps {steps} training steps and "
+             f"{steps} inference prefills: about {human(total)}{more}"]
+    notes.append(free_space_note(request.dump_root, total))
+    return notes
+
+
+def free_space_note(dump_root: str, needed: float | None) -> str:
+    where = nearest_existing(dump_root)
+    try:
+        free = shutil.disk_usage(where).free
+    except OSError as err:
+        return f"disk: cannot read the free space at {where} ({err.strerror or err})"
+    if needed is None:
+        verdict = "compare it with the size of a few full forward passes of the model"
+    else:
+        verdict = "room for the estimate" if free >= needed else "NOT enough room for the estimate"
+    return f"disk: {human(free)} free at {where} (this machine; the dumps go to {dump_root}): {verdict}"
