@@ -277,7 +277,7 @@ def test_ray_bad_address_is_one_line(tmp_path, monkeypatch):
 @pytest.mark.runtime
 def test_real_msprobe_in_this_venv():
     pytest.importorskip("msprobe")
-    code, payload = doctor_json("--python", sys.executable, "--mode", "training")
+    code, payload = doctor_json("--python", sys.executable)
     assert payload["packages"]["mindstudio-probe"]["version"] == "26.2.0"
     assert payload["packages"]["torch"]["location"]
     assert payload["msprobe_import"]["ok"] is True, payload["msprobe_import"]
