@@ -195,7 +195,8 @@ def _map_training_side(result: PairResult) -> bool:
 
 def _level_hint(pair: Pair) -> str:
     """Why a compare of dumps not made at level L0 fails (msprobe's message does not say)."""
-    levels = {_dump_level(pair.train.path), _dump_level(pair.infer.path)} - {"L0", None}
+    found = (_dump_level(pair.train.path), _dump_level(pair.infer.path))
+    levels = {level for level in found if level is not None and level != "L0"}
     if not levels:
         return ""
     return (f"; the dumps are at level {'/'.join(sorted(levels))}: msprobe --consistent_check compares only "
