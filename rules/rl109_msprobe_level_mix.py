@@ -8,7 +8,8 @@ match: a consistency config needs `"level": "L0"` (measured on real dumps of twi
 FSDP1, FSDP2, Megatron and vLLM name them). Training and inference dumps are read by hand, where
 `mix` gives both module (L0) and API (L1) rows; msprobe's default is `L1`, so a config without
 `level` silently drops module boundaries. If another level is intended, say so with
-`--allow-level LEVEL` (or `allow-level` in `[tool.rlpatch]`).
+`--allow-level LEVEL` (or `allow-level` in `[tool.rlpatch]`). In a consistency run a level other than
+L0 is an error (the comparison cannot run); elsewhere a warning.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ class MsprobeLevelMix(LintRule):
             if consistency:
                 why = _WHY_NOT.get(level, f"level {level!r} has no module rows to compare")
                 ctx.report(f"msprobe config level is {level or 'not set'}: a consistency run is compared module by "
-                           f"module and {why}; set \"level\": \"L0\"", at=at, related=[span])
+                           f"module and {why}; set \"level\": \"L0\"", at=at, related=[span], severity="error")
             elif level is None:
                 ctx.report("msprobe config has no level (msprobe's default is L1); set \"level\": \"mix\"",
                            at=at, related=[span])

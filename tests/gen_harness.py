@@ -168,22 +168,16 @@ def expected(mode: str, verl: str, *, rollout: str = "vllm", megatron: bool = Fa
     return overrides, env
 
 
-# RL201 still asks for rollout TP = cards per node; the worker that owns it makes it accept the FSDP
-# consistency layout (TP = 1, issue 18 item 5). Until then it is the one error gen's FSDP scripts keep.
-PENDING_ELSEWHERE = ("RL201",)
-
-
 def written(result) -> bool:
-    """gen wrote the files and its lint found no error but the rules another worker is changing
-    (PENDING_ELSEWHERE) and the not-yet-applied RL605/RL607."""
+    """gen wrote the files and its lint found no error but the not-yet-applied RL605/RL607."""
     if result.exit_code == 0:
         return True
     if result.exit_code != 1:
         return False
     if result.stdout.startswith("{"):
         errors = {f["code"] for f in json.loads(result.stdout)["findings"] if f["severity"] == "error"}
-        return errors - {"RL605", "RL607"} <= set(PENDING_ELSEWHERE)
-    return any(f": {code} " in result.stdout for code in PENDING_ELSEWHERE)
+        return errors <= {"RL605", "RL607"}
+    return False
 
 
 def check_received(call: Received, want: dict[str, str], want_env: dict[str, str], folder: Path) -> list[str]:

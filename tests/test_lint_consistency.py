@@ -51,7 +51,7 @@ COMMON_FLIPS = [
     ("{s}", f"{A}use_dynamic_bsz=False", f"{A}use_dynamic_bsz=True", ["RL207"]),
     ("{s}", "trainer.nnodes=1", "trainer.nnodes=1 global_profiler.tool=precision_debugger", ["RL111"]),
     # L1 is not L0 (RL109) and cannot be compared module by module in a consistency run (RL507).
-    ("msprobe_infer.json", '"level": "L0"', '"level": "L1"', ["RL109", "RL507"]),
+    ("msprobe_infer.json", '"level": "L0"', '"level": "L1"', ["RL109"]),
     # msprobe compare --consistent_check fails on mix dumps of two engines ("Conflicting comparison data").
     ("msprobe_actor.json", '"level": "L0"', '"level": "mix"', ["RL109"]),
     ("msprobe_infer.json", '"dump_path": "/tmp/msprobe_dump/infer",', "", ["RL105"]),

@@ -55,7 +55,7 @@ def test_mode_expectations() -> None:
     assert found(training, mode="training") == []  # verl passes dump_path itself
     assert [c for c, *_ in found(training)] == ["RL504"]  # alone, msprobe needs a dump_path
     consistency = '{"task": "statistics", "dump_path": "/d", "level": "L1"}'
-    assert [c for c, *_ in found(consistency, mode="consistency")] == ["RL507", "RL507"]
+    assert [c for c, *_ in found(consistency, mode="consistency")] == ["RL507"]  # the level is RL109's
     assert found('{"task": "tensor", "dump_path": "/d", "level": "L0"}', mode="consistency") == []
 
 
@@ -63,7 +63,10 @@ def test_statistics_in_consistency_is_a_warning_that_says_what_is_lost() -> None
     findings = check_text('{"task": "statistics", "dump_path": "/d", "level": "mix"}', "c.json",
                           Options(mode="consistency"))
     assert [(f.code, f.severity) for f in findings] == [("RL507", "warning")]
-    assert "summary" in findings[0].message and "task tensor at level L0" in findings[0].message
+    assert "summary" in findings[0].message and "task tensor matches best" in findings[0].message
+    fsdp = check_text('{"task": "statistics", "dump_path": "/d", "level": "L0"}', "c.json",
+                      Options(mode="consistency", backend="fsdp"))
+    assert [(f.code, f.severity) for f in fsdp] == [("RL507", "error")] and "qkv_proj" in fsdp[0].message
     other = check_text('{"task": "acc_check", "dump_path": "/d", "level": "mix"}', "c.json", Options(mode="consistency"))
     assert [(f.code, f.severity) for f in other if f.code == "RL507"] == [("RL507", "error")]
 

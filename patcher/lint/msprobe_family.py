@@ -61,7 +61,7 @@ def options_for(reference: Reference, run: Run) -> Options:
         file_mode = "consistency"
     else:
         file_mode = "inference" if reference.role == "inference" else None
-    return Options(mode=file_mode, world_size=run.world_size())
+    return Options(mode=file_mode, world_size=run.world_size(), backend=run.train_backend_why()[0])
 
 
 def run_findings(ctx: LintContext) -> list[tuple[ConfigFinding, Reference]]:

@@ -69,10 +69,12 @@ class ConfigFinding:
 
 @dataclass
 class Options:
-    """What the run adds to the file: the dump mode, the world size, whether the target has an NPU."""
+    """What the run adds to the file: the dump mode, the world size, the training backend, whether the
+    target has an NPU."""
 
     mode: str | None = None  # training | inference | consistency | None (the file alone)
     world_size: int | None = None
+    backend: str | None = None  # fsdp | megatron | None (unknown)
     npu: bool | None = None  # None: unknown (the nan_check NPU rule is not checked)
 
 
