@@ -77,6 +77,10 @@ def _pair_json(result: Correlation, backend: str, out: str, python: list[str]) -
 def pair_cmd(train: str, infer: str, backend: str, fmt: str) -> int:
     """Pair training and inference dumps through request ids; print the compare command of each."""
     result = _correlation(train, infer, backend)
+    if backend == "fsdp" and result.pairs:
+        result.notes.append("with --backend fsdp, `rlpatch dumps compare` gives msprobe its FSDP-named copy of each "
+                            "training dump (FSDP2 names match none of msprobe's rows otherwise); the commands below "
+                            "are msprobe's on the raw dumps")
     data = _pair_json(result, backend, DEFAULT_OUT, ["python"])
     lines = []
     for pair in data["pairs"]:
