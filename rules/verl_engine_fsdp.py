@@ -172,4 +172,5 @@ class VerlEngineFsdp(PatchRule):
             Insertion(loop_block, loop, "before", parse_statements(_DECIDE), "forward_backward_batch: before the micro-batch loop"),
             Insertion(with_block, forward_with, "before", parse_statements(_START), "micro-batch loop: start before the forward"),
             Insertion(with_block, forward_with, "after", parse_statements(_FINISH), "micro-batch loop: log, stop, step after the backward"),
+            *common.reference_pass_insertions(engine, path, where),
         ]

@@ -198,6 +198,7 @@ class VerlEngineMegatron(PatchRule):
             Insertion(call_block, call, "before", parse_statements(_DECIDE), "forward_backward_batch: decide before forward_backward_func"),
             Insertion(call_block, call, "after", parse_statements(_CLEAR), "forward_backward_batch: clear after forward_backward_func"),
         ]
+        insertions += common.reference_pass_insertions(engine, path, where)
         return insertions + self._model_call_insertions(module, path)
 
     def _model_call_insertions(self, module: cst.Module, path: str) -> list[Insertion]:

@@ -85,12 +85,16 @@ def _prompts_only_inputs(self, data):
     """rlpatch verl-prompts-only-v1: cut every per-token field of the full sequence to the prompt."""
     # The v1 trainer's TransferQueue rows are jagged (one nested row per sample). Returns the
     # per-sample (prompt, full) lengths for _prompts_only_outputs, or None when nothing is cut
-    # (switch off, the DataProto layout of trainer.use_v1=False, or already prompts only).
+    # (switch off, the DataProto layout of trainer.use_v1=False, already prompts only, or LoRA's
+    # reference pass: `no_lora_adapter`, whose ref_log_prob must stay whole as a reference worker's).
     import os
 
     compute_prompts_only = {{switch}}
     keys = data.keys()
     if not compute_prompts_only or "prompts" not in keys or "input_ids" not in keys:
+        return None
+    reference_pass = data.get("no_lora_adapter") if "no_lora_adapter" in keys else False
+    if getattr(reference_pass, "data", reference_pass):
         return None
     prompts, input_ids = data["prompts"], data["input_ids"]
     if not (getattr(prompts, "is_nested", False) and getattr(input_ids, "is_nested", False)):
