@@ -7,9 +7,11 @@ real v1 `ActorRolloutRefWorker.compute_log_prob`, reached through real TransferQ
 `PPOTrainer._compute_old_log_prob` (and `_compute_ref_log_prob`, with LoRA), with
 `PROMPTS_ONLY=1 DUMP_ON=1 DUMP_PHASE=log_prob` and an msprobe config (task tensor, level L0).
 
-Output under `workdir`: `dump/step{N}/rank{R}/dump.json` (msprobe) and `dump/{pid}/update_actor_log.jsonl`
-(the patch's request-id log), `model/` (config.json, model.safetensors, tokenizer: the weights the
-inference twin must load), `trained.json` (what the trainer stored in TransferQueue).
+Output under `workdir`: `model/` (config.json, model.safetensors, tokenizer: the weights the
+inference twin must load) and per scenario `<name>/dump/step{N}/rank{R}/dump.json` (msprobe),
+`<name>/dump/{pid}/update_actor_log.jsonl` (the patch's request-id log) and `<name>/trained.json`
+(what the trainer stored in TransferQueue). `run_training_sides` runs several scenarios on one Ray
+cluster (Ray's start is most of one scenario's time).
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -51,13 +52,27 @@ TIMEOUT_S = 240
 
 
 @dataclass(frozen=True)
+class Scenario:
+    """One training-side run: these requests through a worker group of `world_size` ranks."""
+
+    name: str
+    request_ids: Sequence[str]
+    prompts: Sequence[Sequence[int]]
+    world_size: int = 1
+    strategy: str = "fsdp2"  # verl's actor strategy: "fsdp" (FSDP1, verl's default) or "fsdp2"
+    lora: bool = False  # LoRA (rank 4): the trainer also runs the reference pass through the actor
+    responses: Sequence[Sequence[int]] | None = None  # the rollout's answers (default: 3 tokens each)
+    msprobe_steps: Sequence[int] = ()  # msprobe's `step` list (empty: every step)
+
+
+@dataclass(frozen=True)
 class TrainingSide:
-    """Where the training side wrote its output."""
+    """Where one scenario wrote its output."""
 
     dump_path: Path  # msprobe's dump_path: step{N}/rank{R}/dump.json and {pid}/update_actor_log.jsonl
     model_dir: Path  # the tiny Qwen2 (HF layout) both sides load
     stored: dict[str, list[list[float]]]  # per field the trainer stored (old_log_probs, ref_log_prob) per sample
-    seconds: float
+    seconds: float  # the scenario alone (worker start, model load, passes), without Ray's start
 
 
 def build_tiny_qwen2(model_dir: Path) -> Path:
@@ -85,13 +100,13 @@ def patched_verl(dest: Path) -> Path:
     from rlpatch.upstream.wheelcache import fresh_copy
 
     root = fresh_copy("verl", VERL_VERSION, dest)
-    from rlpatch.cli import main
-
-    try:
-        main(["apply", "--mode", "consistency", "--verl-root", str(root), "--format", "json"])
-    except SystemExit as exit_:
-        if exit_.code not in (0, None):
-            raise RuntimeError(f"rlpatch apply --mode consistency failed on {root}: exit {exit_.code}") from None
+    completed = subprocess.run(
+        [sys.executable, "-c", "from rlpatch.cli import main; main()", "apply", "--mode", "consistency",
+         "--verl-root", str(root)],
+        capture_output=True, text=True, timeout=TIMEOUT_S,
+    )
+    if completed.returncode != 0:
+        raise RuntimeError(f"rlpatch apply --mode consistency failed on {root}:\n{completed.stdout}{completed.stderr}")
     return root
 
 
@@ -111,49 +126,64 @@ def run_training_side(
     prompts: Sequence[Sequence[int]],
     world_size: int = 1,
     strategy: str = "fsdp2",
-    *,
-    responses: Sequence[Sequence[int]] | None = None,
-    lora: bool = False,
-    msprobe_steps: Sequence[int] = (),
-    verl_root: Path | None = None,
-) -> TrainingSide:
-    """Run the patched real verl's log-prob pass for these requests; returns where it wrote.
+    **options: Any,
+) -> Path:
+    """Run the patched real verl's log-prob pass for these requests; returns msprobe's dump_path.
 
-    `responses` (default: 3 tokens per sample) are the rollout's answers the trainer stores next to
-    the prompts; with PROMPTS_ONLY=1 the forward (and the dump) sees the prompts only.
-    `strategy` is verl's actor strategy, "fsdp" (FSDP1, verl's default) or "fsdp2".
+    `options`: the other fields of Scenario (lora, responses, msprobe_steps) and `verl_root` (an
+    already patched copy). With PROMPTS_ONLY=1 the forward (and the dump) sees the prompts only.
+    """
+    verl_root = options.pop("verl_root", None)
+    scenario = Scenario("rehearsal", request_ids, prompts, world_size, strategy, **options)
+    return run_training_sides(workdir, [scenario], verl_root=verl_root)[scenario.name].dump_path
+
+
+def run_training_sides(workdir: Path, scenarios: Sequence[Scenario], verl_root: Path | None = None) -> dict[str, TrainingSide]:
+    """Run the scenarios one after the other in one child process (one Ray cluster, one TransferQueue).
+
+    Each scenario writes under `workdir/<name>/`: `dump/` (its msprobe dump_path) and `msprobe_config.json`.
     """
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     root = verl_root or patched_verl(workdir / f"verl-{VERL_VERSION}")
     model_dir = build_tiny_qwen2(workdir / "model")
-    dump_path = workdir / "dump"
-    config = msprobe_config(workdir / "msprobe_config.json", dump_path, msprobe_steps)
-    if responses is None:
-        responses = [[5 + (i % 7), 9, 11] for i in range(len(prompts))]
-    spec = {
-        "verl_root": str(root), "model_dir": str(model_dir), "request_ids": list(request_ids),
-        "prompts": [list(p) for p in prompts], "responses": [list(r) for r in responses],
-        "world_size": world_size, "strategy": strategy, "lora": lora, "result": str(workdir / "trained.json"),
-    }
-    env = _environment(root, config)
-    spec["worker_env"] = sorted(set(env) - set(os.environ) | {"PYTHONPATH"})
+    specs = []
+    for scenario in scenarios:
+        folder = workdir / scenario.name
+        folder.mkdir(parents=True, exist_ok=True)
+        responses = scenario.responses or [[5 + (i % 7), 9, 11] for i in range(len(scenario.prompts))]
+        specs.append({
+            "name": scenario.name, "request_ids": list(scenario.request_ids),
+            "prompts": [list(p) for p in scenario.prompts], "responses": [list(r) for r in responses],
+            "world_size": scenario.world_size, "strategy": scenario.strategy, "lora": scenario.lora,
+            "msprobe_config": str(msprobe_config(folder / "msprobe_config.json", folder / "dump", scenario.msprobe_steps)),
+            "result": str(folder / "trained.json"),
+        })
+    env = _environment(root)
+    spec = {"verl_root": str(root), "model_dir": str(model_dir), "scenarios": specs,
+            "worker_env": sorted(key for key in env if env[key] != os.environ.get(key))}
     spec_path = workdir / "training_spec.json"
     spec_path.write_text(json.dumps(spec, indent=2), encoding="utf-8")
-    started = time.monotonic()
+    _run_driver(spec_path, env, workdir)
+    sides = {}
+    for scenario, scenario_spec in zip(scenarios, specs, strict=True):
+        stored = json.loads(Path(scenario_spec["result"]).read_text(encoding="utf-8"))
+        seconds = stored.pop("seconds")
+        sides[scenario.name] = TrainingSide(workdir / scenario.name / "dump", model_dir, stored, seconds)
+    return sides
+
+
+def _run_driver(spec_path: Path, env: dict[str, str], workdir: Path) -> None:
     completed = subprocess.run(
         [sys.executable, "-m", "rehearsal.training_driver", str(spec_path)],
         env=env, cwd=workdir, capture_output=True, text=True, timeout=TIMEOUT_S,
     )
-    seconds = time.monotonic() - started
     (workdir / "training_driver.log").write_text(completed.stdout + completed.stderr, encoding="utf-8")
     if completed.returncode != 0:
         raise RuntimeError(f"the training side failed (exit {completed.returncode}):\n{completed.stderr[-6000:]}")
-    stored = json.loads((workdir / "trained.json").read_text(encoding="utf-8"))
-    return TrainingSide(dump_path=dump_path, model_dir=model_dir, stored=stored, seconds=seconds)
 
 
-def _environment(root: Path, config: Path) -> dict[str, str]:
+def _environment(root: Path) -> dict[str, str]:
     """The driver's (and, through Ray's runtime_env, every worker's) environment."""
     env = dict(os.environ)
     paths = [str(root), str(REHEARSAL_DIR.parent), env.get("PYTHONPATH", "")]
@@ -167,7 +197,6 @@ def _environment(root: Path, config: Path) -> dict[str, str]:
         "PROMPTS_ONLY": "1",
         "DUMP_ON": "1",
         "DUMP_PHASE": "log_prob",
-        "MSPROBE_ACTOR_CONFIG": str(config),
         "TOKENIZERS_PARALLELISM": "false",
         "OMP_NUM_THREADS": "1",
         "RAY_DEDUP_LOGS": "0",
