@@ -122,7 +122,7 @@ DEBUGGER_STATE = "self._debugger = None"
 # `infer_batch` calls it with `no_lora_adapter`, right before the pass) is announced to `_ensure_debugger`.
 MARK_REFERENCE_PASS = "self._dump_reference_pass = True  # rlpatch: the next pass is LoRA's reference pass"
 
-# The single top-level `return` of a method body.
+# A `return` statement (disable_adapter's only one).
 RETURN = m.SimpleStatementLine(body=[m.Return()])
 
 # `super().__init__()` as a statement: the anchor for the debugger state in `__init__`.
@@ -139,9 +139,12 @@ def reference_pass_insertions(engine: cst.ClassDef, path: str, where: str) -> li
                    if isinstance(stmt, cst.FunctionDef) and stmt.name.value == "disable_adapter"), None)
     if method is None:  # before 0.8.0: the LoRA reference pass does not run through the engine
         return []
+    # One way out only: with an early return the mark could miss the pass that follows.
     returns = [stmt for stmt in body_of(method).body if m.matches(stmt, RETURN)]
-    if len(returns) != 1:
-        raise AnchorError(f"{where}.disable_adapter", "one top-level `return` statement", str(len(returns)))
+    found = len(m.findall(method, m.Return()))
+    if len(returns) != 1 or found != 1:
+        raise AnchorError(f"{where}.disable_adapter", "exactly one `return`, in the method's own body",
+                          f"{found} return statement(s), {len(returns)} at the top")
     return [Insertion(body_of(method), returns[0], "before", parse_statements(MARK_REFERENCE_PASS),
                       f"{where}.disable_adapter: mark the LoRA reference pass before the return")]
 
