@@ -10,7 +10,7 @@ from __future__ import annotations
 import libcst as cst
 from libcst import matchers as m
 
-from rlpatch.patch.rule import Gate, Target, blank_line_before, parse_statements
+from rlpatch.patch.rule import AnchorError, Gate, Insertion, Target, blank_line_before, body_of, parse_statements
 from rlpatch.upstream.switches import DUMP_PHASES, TRUTHY, py_tuple
 from rlpatch.upstream.versions import Version
 
@@ -24,15 +24,20 @@ def _ensure_debugger(self, forward_only):
     import json
     import os
 
+    # disable_adapter() announced this pass as LoRA's reference pass (ref_in_actor: the actor's
+    # forward with its adapter off): the reference log-probs are never dumped. Read once per pass.
+    reference_pass = getattr(self, "_dump_reference_pass", False)
+    self._dump_reference_pass = False
     if os.environ.get("DUMP_ON", "").strip().lower() not in {{truthy}}:
         return False
     phase = os.environ.get("DUMP_PHASE", "").strip() or "log_prob"
     if phase not in {{phases}}:
         raise ValueError(f"rlpatch: DUMP_PHASE={phase!r} is not one of log_prob, update_actor, all")
-    if getattr(getattr(self, "engine_config", None), "forward_only", False):
-        return False  # the reference engine is forward-only by config: never dumped
+    if getattr(getattr(self, "engine_config", None), "forward_only", False) or reference_pass:
+        return False  # the reference engine (forward-only by config) or pass: never dumped
     if phase != "all" and (phase == "log_prob") != bool(forward_only):
         return False
+    self._dump_phase = "log_prob" if forward_only else "update_actor"
     if getattr(self, "_debugger", None) is None:
         config_path = os.environ.get("MSPROBE_ACTOR_CONFIG", "").strip()
         if not config_path:
@@ -66,6 +71,13 @@ def _log_update_actor_step(self, micro_batch):
     service = getattr(self._debugger, "service", None)
     if getattr(service, "should_stop_service", False):
         return
+    # msprobe dumps only the steps (and ranks) its config lists: a record without a dump is not written.
+    config = getattr(service, "config", None)
+    step = getattr(service, "current_iter", None)
+    if getattr(config, "step", None) and step not in config.step:
+        return
+    if getattr(config, "rank", None) and getattr(service, "current_rank", None) not in config.rank:
+        return
     request_ids = micro_batch.get("request_id", None) if hasattr(micro_batch, "get") else None
     if request_ids is None:
         request_ids = []
@@ -76,11 +88,12 @@ def _log_update_actor_step(self, micro_batch):
     request_ids = [str(request_id) for request_id in request_ids]
     distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
     record = {
-        "source": "update_actor",
+        "source": "verl_engine",
+        "phase": getattr(self, "_dump_phase", None),
         "timestamp": time.time(),
         "pid": os.getpid(),
         "rank": torch.distributed.get_rank() if distributed else 0,
-        "step": getattr(service, "current_iter", None),
+        "step": step,
         "request_ids": request_ids,
         "num_requests": len(request_ids),
     }
@@ -105,12 +118,35 @@ def _finish_dump_step(self, batch):
 
 DEBUGGER_STATE = "self._debugger = None"
 
+# In `disable_adapter()`, before its return: the LoRA reference pass (verl 0.8.0+: the worker's
+# `infer_batch` calls it with `no_lora_adapter`, right before the pass) is announced to `_ensure_debugger`.
+MARK_REFERENCE_PASS = "self._dump_reference_pass = True  # rlpatch: the next pass is LoRA's reference pass"
+
+# A `return` statement (disable_adapter's only one).
+RETURN = m.SimpleStatementLine(body=[m.Return()])
+
 # `super().__init__()` as a statement: the anchor for the debugger state in `__init__`.
 SUPER_INIT = m.SimpleStatementLine(
     body=[m.Expr(m.Call(func=m.Attribute(value=m.Call(func=m.Name("super")), attr=m.Name("__init__"))))]
 )
 
 MARKERS = ("_ensure_debugger", "_log_update_actor_step", "update_actor_log.jsonl")
+
+
+def reference_pass_insertions(engine: cst.ClassDef, path: str, where: str) -> list[Insertion]:
+    """`disable_adapter()` marks the next pass as LoRA's reference pass (nothing on releases without it)."""
+    method = next((stmt for stmt in body_of(engine).body
+                   if isinstance(stmt, cst.FunctionDef) and stmt.name.value == "disable_adapter"), None)
+    if method is None:  # before 0.8.0: the LoRA reference pass does not run through the engine
+        return []
+    # One way out only: with an early return the mark could miss the pass that follows.
+    returns = [stmt for stmt in body_of(method).body if m.matches(stmt, RETURN)]
+    found = len(m.findall(method, m.Return()))
+    if len(returns) != 1 or found != 1:
+        raise AnchorError(f"{where}.disable_adapter", "exactly one `return`, in the method's own body",
+                          f"{found} return statement(s), {len(returns)} at the top")
+    return [Insertion(body_of(method), returns[0], "before", parse_statements(MARK_REFERENCE_PASS),
+                      f"{where}.disable_adapter: mark the LoRA reference pass before the return")]
 
 
 def methods(*templates: str) -> tuple[cst.BaseStatement, ...]:

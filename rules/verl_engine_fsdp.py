@@ -11,7 +11,17 @@ What it inserts into `verl/workers/engine/fsdp/transformer_impl.py`:
 - `FSDPEngine.forward_backward_batch`: before the micro-batch loop, whether this pass is dumped;
   in the loop, `self._debugger.start(model=self.module)` before the `with` that runs
   `self.forward_step(...)`, and after it (forward and backward done) the log record, `stop()` and
-  `step()`. The loop's own statements (gradient scaler branch, sync contexts) are untouched.
+  `step()`. The loop's own statements (gradient scaler branch, sync contexts) are untouched;
+- `FSDPEngine.disable_adapter` (0.8.0+), before its `return`: `self._dump_reference_pass = True`.
+  With LoRA (`ref_in_actor`) verl computes the reference log-probs by running the actor again with
+  its adapter off (`no_lora_adapter`: the worker calls `disable_adapter()` right before that pass);
+  the mark makes `_ensure_debugger` skip exactly that pass, as it skips a separate reference engine.
+
+Each dumped micro-batch appends to `{dump_path}/{pid}/update_actor_log.jsonl`:
+`{"source": "verl_engine", "phase": "log_prob"|"update_actor", "timestamp", "pid", "rank", "step",
+"request_ids", "num_requests"}`. A step or rank msprobe does not dump (outside its config's `step` /
+`rank` lists) is not logged. (Before this shape: `"source": "update_actor"` for every pass, no phase.)
+Checked on the real verl 0.9.1 on CPU (tests/test_rehearsal_training.py).
 
 Switches at run time: `DUMP_ON=1`, `DUMP_PHASE=log_prob|update_actor|all`,
 `MSPROBE_ACTOR_CONFIG=/path/config.json`. Nothing changes while `DUMP_ON` is unset, and msprobe
@@ -73,9 +83,31 @@ class FSDPEngine:
                 loss, meta_info = self.forward_step(micro_batch, loss_function=loss_function, forward_only=forward_only)
             output_lst.append(meta_info)
 """,
+    """
+class FSDPEngine:
+    def __init__(self):
+        super().__init__()
+
+    def forward_backward_batch(self, data, loss_function, forward_only=False):
+        for micro_batch_idx, micro_batch in enumerate(micro_batches):
+            with ctx:
+                loss, meta_info = self.forward_step(micro_batch, loss_function=loss_function, forward_only=forward_only)
+            output_lst.append(meta_info)
+
+    def disable_adapter(self) -> ContextManager:
+        return self.module.disable_adapter()
+""",
 ]
 
-# Bad: drifted shapes the rule must refuse (renamed method, duplicated loop, loop without `with`).
+# What VALID[2]'s `disable_adapter` becomes (pinned by tests/test_verl_engine_records.py).
+PATCHED_DISABLE_ADAPTER = """
+    def disable_adapter(self) -> ContextManager:
+        self._dump_reference_pass = True  # rlpatch: the next pass is LoRA's reference pass
+        return self.module.disable_adapter()
+"""
+
+# Bad: drifted shapes the rule must refuse (renamed method, duplicated loop, loop without `with`,
+# a disable_adapter with two returns: which one runs before the reference pass is not known).
 INVALID = [
     """
 class FSDPEngine:
@@ -108,6 +140,21 @@ class FSDPEngine:
     def forward_backward_batch(self, data, loss_function, forward_only=False):
         for micro_batch in micro_batches:
             loss, meta_info = self.forward_step(micro_batch, loss_function=loss_function, forward_only=forward_only)
+""",
+    """
+class FSDPEngine:
+    def __init__(self):
+        super().__init__()
+
+    def forward_backward_batch(self, data, loss_function, forward_only=False):
+        for micro_batch in micro_batches:
+            with ctx:
+                loss, meta_info = self.forward_step(micro_batch, loss_function=loss_function, forward_only=forward_only)
+
+    def disable_adapter(self):
+        if self.peft is None:
+            return nullcontext()
+        return self.module.disable_adapter()
 """,
 ]
 
@@ -172,4 +219,5 @@ class VerlEngineFsdp(PatchRule):
             Insertion(loop_block, loop, "before", parse_statements(_DECIDE), "forward_backward_batch: before the micro-batch loop"),
             Insertion(with_block, forward_with, "before", parse_statements(_START), "micro-batch loop: start before the forward"),
             Insertion(with_block, forward_with, "after", parse_statements(_FINISH), "micro-batch loop: log, stop, step after the backward"),
+            *common.reference_pass_insertions(engine, path, where),
         ]

@@ -12,9 +12,17 @@ What it inserts into `verl/workers/engine/megatron/transformer_impl.py`:
 - `MegatronEngine.forward_backward_batch`: `self._dump_should_record` set right before
   `losses_reduced = forward_backward_func(...)` and cleared right after it;
 - `MegatronEngineWithLMHead.forward_step`: `start(model=model)` (the chunk being run) before each
-  `output = forward_fn(...)` / `output = fused_forward_fn(...)`, and `_finish_dump_step(batch)` after.
+  `output = forward_fn(...)` / `output = fused_forward_fn(...)`, and `_finish_dump_step(batch)` after;
+- `MegatronEngine.disable_adapter` (0.8.0+), before its `return`: `self._dump_reference_pass = True`,
+  so LoRA's reference pass (the actor with its adapter off, `ref_in_actor`) is not dumped (see
+  verl-engine-fsdp). Log records: `{"source": "verl_engine", "phase", ...}` as for FSDP; a step or rank
+  outside msprobe's `step` / `rank` lists is not logged.
 Only the last pipeline stage writes log records. `MegatronEngineWithValueHead` (critic) is not
 patched. The Ascend MindSpeed engine inherits these methods, so the patch reaches it.
+
+Not run here: verl 0.9.1's Megatron engine needs megatron-core and CUDA to be built (the rehearsal
+runs the FSDP engine only); this patch is proved structurally on every release
+(tests/test_upstream_verl_engine.py) and by its cases below.
 
 Trainer: the engine workers run under every trainer (RayPPOTrainer, the v1 PPOTrainer, FullyAsyncTrainer);
 on 0.7.x only with `trainer.use_legacy_worker_impl=disable`.
@@ -81,6 +89,25 @@ class MegatronEngineWithLMHead(MegatronEngine):
             output = fused_forward_fn(model=model, input_ids=input_ids)
         else:
             output = forward_fn(model, input_ids)
+        return output
+""",
+    """
+class MegatronEngine:
+    def __init__(self):
+        super().__init__()
+
+    def forward_backward_batch(self, data, loss_function, forward_only=False):
+        losses_reduced = forward_backward_func(forward_step_func=forward_step, forward_only=forward_only)
+        return losses_reduced
+
+    def disable_adapter(self) -> ContextManager:
+        return self.peft_cls.disable_adapter(self.module)
+
+
+class MegatronEngineWithLMHead(MegatronEngine):
+    def forward_step(self, batch_iter, model, postprocess_micro_batch_func):
+        batch = next(batch_iter)
+        output = forward_fn(model, batch)
         return output
 """,
 ]
@@ -198,6 +225,7 @@ class VerlEngineMegatron(PatchRule):
             Insertion(call_block, call, "before", parse_statements(_DECIDE), "forward_backward_batch: decide before forward_backward_func"),
             Insertion(call_block, call, "after", parse_statements(_CLEAR), "forward_backward_batch: clear after forward_backward_func"),
         ]
+        insertions += common.reference_pass_insertions(engine, path, where)
         return insertions + self._model_call_insertions(module, path)
 
     def _model_call_insertions(self, module: cst.Module, path: str) -> list[Insertion]:

@@ -31,10 +31,13 @@ What it inserts into `ActorRolloutRefWorker`:
 Nothing changes with `PROMPTS_ONLY` unset, or for the DataProto layout of `trainer.use_v1=False`
 (padded `prompts`; `verl-prompts-only` has trimmed that batch already). Only the log-prob recompute
 is trimmed: the actor update still trains on the whole sequence (`DUMP_PHASE=update_actor` dumps
-full sequences on the v1 trainer), and a separate reference worker (`compute_ref_log_prob`, never
-dumped) is left alone. Checked on CPU with the real TransferQueue and fixtures of these shapes
-(tests/test_verl_v1_runtime.py); a real engine forward and Megatron's R3 router replay (which pairs
-`input_ids` with `response_mask`) were not run here.
+full sequences on the v1 trainer), and the reference pass is left whole: a separate reference worker
+(`compute_ref_log_prob`), and with LoRA (`ref_in_actor`) the trainer's second `compute_log_prob` call
+with `no_lora_adapter` set (the actor with its adapter off), whose `ref_log_prob` would otherwise be
+zero on every response token. Neither is dumped (the engine rules skip them). Checked on CPU with the
+real TransferQueue and fixtures of these shapes (tests/test_verl_v1_runtime.py), and on the real
+verl 0.9.1 with its FSDP engine, LoRA included (tests/test_rehearsal_training.py); Megatron's R3
+router replay (which pairs `input_ids` with `response_mask`) was not run here.
 
 Anchor: class `ActorRolloutRefWorker`, method `compute_log_prob`, the single statement
 `<name> = self.actor.infer_batch(<first parameter>)` (verl 0.8.0 to 0.9.1 and main). Not applicable
@@ -85,12 +88,16 @@ def _prompts_only_inputs(self, data):
     """rlpatch verl-prompts-only-v1: cut every per-token field of the full sequence to the prompt."""
     # The v1 trainer's TransferQueue rows are jagged (one nested row per sample). Returns the
     # per-sample (prompt, full) lengths for _prompts_only_outputs, or None when nothing is cut
-    # (switch off, the DataProto layout of trainer.use_v1=False, or already prompts only).
+    # (switch off, the DataProto layout of trainer.use_v1=False, already prompts only, or LoRA's
+    # reference pass: `no_lora_adapter`, whose ref_log_prob must stay whole as a reference worker's).
     import os
 
     compute_prompts_only = {{switch}}
     keys = data.keys()
     if not compute_prompts_only or "prompts" not in keys or "input_ids" not in keys:
+        return None
+    reference_pass = data.get("no_lora_adapter") if "no_lora_adapter" in keys else False
+    if getattr(reference_pass, "data", reference_pass):
         return None
     prompts, input_ids = data["prompts"], data["input_ids"]
     if not (getattr(prompts, "is_nested", False) and getattr(input_ids, "is_nested", False)):

@@ -90,8 +90,8 @@ def test_dump_writes_one_step_and_one_record_per_micro_batch(patched_tree, tmp_p
     records = _log_records(dump_path)
     assert [r["step"] for r in records] == [0, 1, 2]
     for index, record in enumerate(records):
-        assert set(record) == {"source", "timestamp", "pid", "rank", "step", "request_ids", "num_requests"}
-        assert record["source"] == "update_actor" and record["rank"] == 0
+        assert set(record) == {"source", "phase", "timestamp", "pid", "rank", "step", "request_ids", "num_requests"}
+        assert (record["source"], record["phase"], record["rank"]) == ("verl_engine", "log_prob", 0)
         assert record["request_ids"] == [f"req{index}-a", f"req{index}-b"] and record["num_requests"] == 2
 
 
