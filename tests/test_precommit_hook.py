@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shlex
 import shutil
@@ -71,16 +72,20 @@ def test_hook_entry_on_a_sample_repo(sample_repo: Path) -> None:
     assert passing.returncode == 0, passing.stdout
 
 
-def _pre_commit() -> str | None:
+def _pre_commit() -> list[str] | None:
     local = Path(sys.executable).with_name("pre-commit")
-    return str(local) if local.exists() else shutil.which("pre-commit")
+    if local.exists() or shutil.which("pre-commit"):
+        return [str(local) if local.exists() else "pre-commit"]
+    if importlib.util.find_spec("pre_commit") is not None:  # installed, its script elsewhere (a shared venv)
+        return [sys.executable, "-m", "pre_commit"]
+    return None
 
 
 @pytest.mark.skipif(_pre_commit() is None, reason="pre-commit is not installed")
 def test_pre_commit_try_repo(sample_repo: Path) -> None:
     """`pre-commit try-repo` installs this repo (with its dependencies) into pre-commit's own env."""
     env = dict(os.environ, PRE_COMMIT_HOME=str(sample_repo.parent / "pre-commit-home"))
-    proc = subprocess.run([_pre_commit(), "try-repo", str(ROOT), "rlpatch-lint", "--all-files"], cwd=sample_repo,
+    proc = subprocess.run([*_pre_commit(), "try-repo", str(ROOT), "rlpatch-lint", "--all-files"], cwd=sample_repo,
                           capture_output=True, text=True, timeout=540, env=env)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "bad.sh:1:113: RL401 [E]" in proc.stdout
