@@ -81,6 +81,7 @@ def _pre_commit() -> list[str] | None:
     return None
 
 
+@pytest.mark.upstream  # pre-commit installs this repo and its requirements from the package index (~40 s)
 @pytest.mark.skipif(_pre_commit() is None, reason="pre-commit is not installed")
 def test_pre_commit_try_repo(sample_repo: Path) -> None:
     """`pre-commit try-repo` installs this repo (with its dependencies) into pre-commit's own env."""
