@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shlex
 import shutil
@@ -16,6 +17,8 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 BAD = "python3 -m verl.trainer.main_ppo trainer.n_gpus_per_node=8 actor_rollout_ref.rollout.tensor_model_parallel_size=3\n"
 GOOD = "#!/usr/bin/env bash\npython3 -m verl.trainer.main_ppo trainer.nnodes=1\n"
+INSTALL = "#!/bin/sh\nset -e\nmkdir -p ~/.local/bin && cp tool ~/.local/bin/\n"  # an ordinary script: no verl
+HIDDEN = 'bash "$TMP" actor_rollout_ref.rollout.enforce_eager=True\n'  # a verl script whose launch is hidden
 
 
 def hook() -> dict:
@@ -29,6 +32,7 @@ def sample_repo(tmp_path: Path) -> Path:
     (tmp_path / "good").write_text(GOOD)  # no extension: a shell file by its shebang (identify wants +x)
     (tmp_path / "good").chmod(0o755)
     (tmp_path / "tool.py").write_text("print('not shell')\n")
+    (tmp_path / "install.sh").write_text(INSTALL)
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     subprocess.run(["git", "-C", str(tmp_path), "add", "-A"], check=True)
     return tmp_path
@@ -53,31 +57,62 @@ def test_hook_definition() -> None:
     definition = hook()
     assert definition["types"] == ["shell"]
     assert definition["language"] == "python"
-    assert shlex.split(definition["entry"])[:2] == ["rlpatch", "lint"]
+    assert shlex.split(definition["entry"]) == ["rlpatch", "lint", "--skip-non-verl"]
 
 
 def test_hook_entry_on_a_sample_repo(sample_repo: Path) -> None:
     """What pre-commit does: pass the staged files of the hook's types to the entry, fail on exit != 0."""
     files = [p.name for p in sorted(sample_repo.iterdir()) if p.is_file() and _is_shell(p)]
-    assert files == ["bad.sh", "good"]
-    command = [sys.executable, "-m", "rlpatch.cli", *shlex.split(hook()["entry"])[1:]]
+    assert files == ["bad.sh", "good", "install.sh"]
+    command = [sys.executable, "-m", "rlpatch", *shlex.split(hook()["entry"])[1:]]
     failing = subprocess.run(command + files, cwd=sample_repo, capture_output=True, text=True, timeout=60)
     assert failing.returncode == 1 and failing.stdout.startswith("bad.sh:1:113: RL401 [E] ")
+    assert "install.sh" not in failing.stdout  # not a verl script: not the hook's business
     passing = subprocess.run(command + ["good"], cwd=sample_repo, capture_output=True, text=True, timeout=60)
     assert passing.returncode == 0, passing.stdout
 
 
-def _pre_commit() -> str | None:
+def _pre_commit() -> list[str] | None:
     local = Path(sys.executable).with_name("pre-commit")
-    return str(local) if local.exists() else shutil.which("pre-commit")
+    if local.exists() or shutil.which("pre-commit"):
+        return [str(local) if local.exists() else "pre-commit"]
+    if importlib.util.find_spec("pre_commit") is not None:  # installed, its script elsewhere (a shared venv)
+        return [sys.executable, "-m", "pre_commit"]
+    return None
 
 
+@pytest.mark.upstream  # pre-commit installs this repo and its requirements from the package index (~40 s)
 @pytest.mark.skipif(_pre_commit() is None, reason="pre-commit is not installed")
 def test_pre_commit_try_repo(sample_repo: Path) -> None:
     """`pre-commit try-repo` installs this repo (with its dependencies) into pre-commit's own env."""
     env = dict(os.environ, PRE_COMMIT_HOME=str(sample_repo.parent / "pre-commit-home"))
-    proc = subprocess.run([_pre_commit(), "try-repo", str(ROOT), "rlpatch-lint", "--all-files"], cwd=sample_repo,
+    proc = subprocess.run([*_pre_commit(), "try-repo", str(ROOT), "rlpatch-lint", "--all-files"], cwd=sample_repo,
                           capture_output=True, text=True, timeout=540, env=env)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "bad.sh:1:113: RL401 [E]" in proc.stdout
-    assert "good:" not in proc.stdout and "tool.py" not in proc.stdout
+    assert "good:" not in proc.stdout and "tool.py" not in proc.stdout and "install.sh:" not in proc.stdout
+
+
+def test_skip_non_verl_keeps_verl_scripts_and_plain_lint_unchanged(sample_repo: Path) -> None:
+    (sample_repo / "hidden.sh").write_text(HIDDEN)
+    lint = [sys.executable, "-m", "rlpatch", "lint"]
+    plain = subprocess.run(lint + ["install.sh"], cwd=sample_repo, capture_output=True, text=True, timeout=60)
+    assert plain.returncode == 1 and plain.stdout.startswith("install.sh:1:1: RL001 [E] no verl entry point found")
+    hook_run = subprocess.run(lint + ["--skip-non-verl", "install.sh", "hidden.sh"], cwd=sample_repo,
+                              capture_output=True, text=True, timeout=60)
+    assert hook_run.returncode == 1 and hook_run.stdout.startswith("hidden.sh:1:1: RL001 [E] "), hook_run.stdout
+    assert "install.sh" not in hook_run.stdout
+    alone = subprocess.run(lint + ["--skip-non-verl", "--format", "json", "-"], input=INSTALL, cwd=sample_repo,
+                           capture_output=True, text=True, timeout=60)
+    assert (alone.returncode, alone.stdout) == (0, "[]\n")
+
+
+@pytest.mark.parametrize("text, verl", [
+    ("cp overlay.conf /etc/\n", False), ("echo 'reverlify'\n", False), ("export VERL_ROOT=/src\n", True),
+    ("cd ~/verl && make\n", True), ("python3 -m verl.trainer.main_ppo\n", True), ("X=msprobe.json\n", True),
+    ("bash inner.sh actor_rollout_ref.rollout.n=2\n", True),
+])
+def test_what_names_verl(text: str, verl: bool) -> None:
+    from rlpatch.lint.scope import names_verl
+
+    assert names_verl(text) is verl

@@ -88,6 +88,12 @@ def build_options(cli: dict[str, Any], config: dict[str, Any], extra: list[str])
         raise InputError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     targets = {name: pick(name) for name in ("python", "sglang_root", "vllm_ascend_root")}
     targets["verl_version_given"] = str(version) if version and cli.get("verl_version") else None
+    if targets["verl_version_given"] and not verl_root:
+        # Fetched before any file is read: a failed download is one error about the version, not N files
+        # that "could not be linted".
+        from rlpatch.upstream.wheelcache import unpacked_tree
+
+        unpacked_tree("verl", targets["verl_version_given"])
     options = LintOptions(verl_root=verl_root, mode=mode, env=env, args=list(extra),
                           allow_level=frozenset(_split(pick("allow_level")) or ()), config_root=pick("config_root"),
                           extra={name: value for name, value in targets.items() if value})
@@ -146,13 +152,15 @@ def _groups(files: tuple[str, ...], no_config: bool) -> list[tuple[dict[str, Any
               help="Lowest severity that fails (default E).")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even with findings (input errors still exit 2).")
 @click.option("--allow-level", multiple=True, help="msprobe levels accepted besides mix (RL109).")
+@click.option("--skip-non-verl", is_flag=True,
+              help="Skip files with no verl launch that never name verl (install.sh): for pre-commit hooks.")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), metavar="N",
               help="Lint several files in N worker processes (default: the number of CPUs for a large input, "
                    "in-process for a few small files; 1 = in-process).")
 @_common
 @click.pass_context
 def lint_cmd(ctx: click.Context, files: tuple[str, ...], fmt: str, select, ignore, fail_on, exit_zero, allow_level,
-             jobs, mode, env, use_env, verl_root, verl_version, config_root, python, sglang_root, vllm_ascend_root,
+             skip_non_verl, jobs, mode, env, use_env, verl_root, verl_version, config_root, python, sglang_root, vllm_ascend_root,
              no_config) -> int:
     """Lint verl launch scripts (FILES, or - for stdin) without running them.
 
@@ -176,6 +184,10 @@ def lint_cmd(ctx: click.Context, files: tuple[str, ...], fmt: str, select, ignor
         zero = zero or bool(table.get("exit_zero"))
         tasks.extend((path, options, rules) for path in paths)
     results = lint_paths(tasks, stdin, jobs or default_jobs(tasks, stdin))
+    if skip_non_verl:
+        from rlpatch.lint.scope import skip_non_verl as drop_non_verl
+
+        results = drop_non_verl(results, stdin)
     for result in results:
         if result.error:
             click.echo(f"rlpatch: error: {result.error}", err=True)

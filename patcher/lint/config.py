@@ -23,8 +23,8 @@ def _toml_loads(text: str) -> dict[str, Any]:
     except ModuleNotFoundError:  # pragma: no cover - Python 3.10
         try:
             import tomli as tomllib  # type: ignore[no-redef]
-        except ModuleNotFoundError:
-            return {}
+        except ModuleNotFoundError:  # never silently {}: the table would be ignored
+            raise ValueError("reading TOML on Python < 3.11 needs the tomli package: pip install tomli") from None
     return tomllib.loads(text)
 
 

@@ -2,13 +2,16 @@
 
 `make demo`, the upstream tests and `rlpatch lint --verl-version X` use real released trees without
 committing a line of upstream code. The cache lives in `$RLPATCH_CACHE`, else
-`$XDG_CACHE_HOME/rlpatch`, else `~/.cache/rlpatch`. Downloads go through `pip download --no-deps`
-of the running interpreter, so they use whatever package index pip is configured for.
+`$XDG_CACHE_HOME/rlpatch`, else `~/.cache/rlpatch`. Downloads go through `pip download --no-deps`,
+so they use whatever package index pip is configured for: the running interpreter's pip, else a
+`pip3`/`pip` on PATH, else a pip run by uv (`uv tool run --from pip pip`: uv itself has no
+`pip download`), for environments made by `uv tool install` or `python -m venv --without-pip`.
 """
 
 from __future__ import annotations
 
 import fcntl
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -62,6 +65,23 @@ def _platform_tags(platform: Platform) -> tuple[str, ...]:
     return (platform,) if isinstance(platform, str) else tuple(platform)
 
 
+def pip_command(project: str, version: str) -> list[str]:
+    """The command that runs a pip able to download `project==version`, or a one-line InputError
+    naming what is missing and the two ways out."""
+    if importlib.util.find_spec("pip") is not None:
+        return [sys.executable, "-m", "pip"]
+    for name in ("pip3", "pip"):
+        found = shutil.which(name)
+        if found:
+            return [found]
+    uv = shutil.which("uv")
+    if uv:
+        return [uv, "tool", "run", "--from", "pip", "pip"]
+    raise InputError(f"cannot download {project}=={version}: no pip to download it with ({sys.executable} has no "
+                     f"pip module; no pip3, pip or uv on PATH): install pip ({sys.executable} -m ensurepip) or uv, "
+                     f"or give the unpacked tree instead (--verl-root for verl)")
+
+
 def wheel_path(project: str, version: str, platform: Platform = None, python_version: str | None = None) -> Path:
     """The downloaded wheel file of `project==version`, downloading it on first use.
 
@@ -74,7 +94,8 @@ def wheel_path(project: str, version: str, platform: Platform = None, python_ver
         if found:
             return found[0]
         folder.mkdir(parents=True, exist_ok=True)
-        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-build-isolation", "-q", "-d", str(folder)]
+        command = [*pip_command(project, version), "download", "--no-deps", "--no-build-isolation", "-q", "-d",
+                   str(folder)]
         if tags:
             for tag in tags:
                 command += ["--platform", tag]

@@ -1,0 +1,41 @@
+"""`rlpatch lint --skip-non-verl`: leave alone the shell files that are not verl launch scripts.
+
+A pre-commit hook sees every shell file of a repository (`install.sh`, CI helpers), and RL001 (no
+verl entry point) fails each of them. With the flag, a file is skipped, with no finding at all, when
+the linter found no verl launch in it (RL001) *and* its text never names verl: no `verl` word
+(`verl.trainer...`, `VERL_ROOT`, `verl/`), no `actor_rollout_ref` override, no `msprobe`. A script that
+looks like a verl script but hides its launch (`bash "$TMP" actor_rollout_ref...`) keeps its RL001.
+"""
+
+from __future__ import annotations
+
+import re
+
+from rlpatch.lint.engine import FileResult
+
+# `verl` as a word of its own (not `overlay`); `_`, `.`, `/`, `-` and digits may touch it.
+_NAMES_VERL = re.compile(r"(?<![a-z])verl(?![a-z])|actor_rollout_ref|msprobe", re.IGNORECASE)
+
+
+def names_verl(text: str) -> bool:
+    return _NAMES_VERL.search(text) is not None
+
+
+def _text(path: str, stdin_text: bytes | None) -> str:
+    if path == "-":
+        return (stdin_text or b"").decode("utf-8", errors="replace")
+    try:
+        with open(path, "rb") as handle:
+            return handle.read().decode("utf-8", errors="replace")
+    except OSError:
+        return "verl"  # unreadable now: keep what lint said rather than hide it
+
+
+def skip_non_verl(results: list[FileResult], stdin_text: bytes | None = None) -> list[FileResult]:
+    """The results, with the findings of every file that is not a verl script dropped."""
+    for result in results:
+        if result.error or not any(finding.code == "RL001" for finding in result.findings):
+            continue
+        if not names_verl(_text(result.path, stdin_text)):
+            result.findings = []
+    return results
