@@ -110,3 +110,19 @@ def fixture_tree(tmp_path):
         return destination
 
     return make
+
+
+REHEARSAL_MODULES = ("torch", "transformers", "peft", "ray", "transfer_queue", "msprobe", "tensordict", "codetiming")
+
+
+@pytest.fixture(scope="session")
+def rehearsal_training(tmp_path_factory: pytest.TempPathFactory):
+    """The rehearsal's training side, run once per session: ({name: scenario}, {name: TrainingSide})."""
+    for module in REHEARSAL_MODULES:
+        pytest.importorskip(module)
+    from rehearsal.training import run_training_sides
+    from rehearsal_support import training_scenarios
+
+    scenarios = training_scenarios()
+    sides = run_training_sides(tmp_path_factory.mktemp("rehearsal"), scenarios)
+    return {scenario.name: scenario for scenario in scenarios}, sides

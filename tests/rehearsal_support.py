@@ -1,8 +1,12 @@
-"""Support for the rehearsal (real upstream code on CPU, end to end): the tiny model, both sides' runs.
+"""The rehearsal (real upstream code on CPU, end to end), shared by its test files and `make demo`.
 
-The model is a random Qwen2 built from a config with a fixed seed (no download); its Hugging Face
-state dict is saved so that both sides load the same weights: verl's FSDP engine on the training side,
-the vLLM-named twin (tests/rehearsal/vllm_twin.py) on the inference side.
+Training side (rehearsal.training): the released verl 0.9.1 wheel patched by `rlpatch apply --mode
+consistency`, its FSDP engine behind the v1 `compute_log_prob`, for the requests of each scenario.
+Inference side (rehearsal.inference): the released vLLM-Ascend 0.23.0 wheel patched the same way, its
+runner's own dump code driving msprobe 26.2.0 in two worker processes of the same rank at once (two
+TP=1 rollout replicas of one node), on a vLLM-named twin of the same weights. Each replica prefills
+one request of the scenario alone (the pair), decodes it, and runs a step the pairing must refuse:
+a request the training side never logged, or two requests prefilled together.
 """
 
 from __future__ import annotations
@@ -11,36 +15,33 @@ import json
 import os
 import subprocess
 import sys
+import uuid
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from conftest import REPO, run_cli
 
 REHEARSAL = REPO / "tests" / "rehearsal"
 VLLM_ASCEND_VERSION = "0.23.0"
-# verl's request ids are uuid4().hex; vLLM >= 0.14 appends -{8 hex} to the id it is given.
-REQUESTS = ["1f" * 16, "2e" * 16, "3d" * 16, "4c" * 16]
-PROMPTS = {request_id: [(7 * n + 3 * i) % 120 + 4 for i in range(5 + n)] for n, request_id in enumerate(REQUESTS)}
-TINY_QWEN2 = {
-    "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "vocab_size": 128, "hidden_size": 32,
-    "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-    "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "max_position_embeddings": 64, "tie_word_embeddings": False,
-    "torch_dtype": "float32",
-}
-SEED = 20261201
+PROMPTS = [[3, 4, 5, 6], [7, 8, 9], [10, 11, 12, 13, 14]]
+VLLM_SUFFIX = "-0a1b2c3d"  # vLLM >= 0.14 appends -{8 hex} to the request id it is given
 
 
-def tiny_qwen2(folder: Path) -> tuple[Path, Path]:
-    """(config.json, weights.pt) of the rehearsal's model, written once into `folder`."""
-    import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
+def request_ids(count: int) -> list[str]:
+    return [uuid.uuid4().hex for _ in range(count)]  # as verl's LLMServerClient makes them
 
-    folder.mkdir(parents=True, exist_ok=True)
-    config, weights = folder / "config.json", folder / "weights.pt"
-    if not weights.is_file():
-        torch.manual_seed(SEED)
-        torch.save(Qwen2ForCausalLM(Qwen2Config(**TINY_QWEN2)).state_dict(), weights)
-        config.write_text(json.dumps(TINY_QWEN2, indent=2))
-    return config, weights
+
+def training_scenarios() -> list[Any]:
+    """FSDP2 (as verl ships it) with msprobe steps [1, 2] of three micro-batches; FSDP1 (verl's default
+    strategy) on two ranks; LoRA, whose reference pass runs through the same compute_log_prob."""
+    from rehearsal.training import Scenario
+
+    return [
+        Scenario("fsdp2-ws1-steps", request_ids(3), PROMPTS, world_size=1, strategy="fsdp2", msprobe_steps=[1, 2]),
+        Scenario("fsdp1-ws2", request_ids(2), PROMPTS[:2], world_size=2, strategy="fsdp"),
+        Scenario("lora-ws1", request_ids(2), PROMPTS[:2], world_size=1, strategy="fsdp2", lora=True),
+    ]
 
 
 def patched_vllm_ascend(folder: Path) -> Path:
@@ -60,36 +61,57 @@ def _msprobe_config(path: Path, dump_path: Path) -> Path:
     return path
 
 
-def _request(request_id: str, kind: str, suffix: str = "") -> dict:
-    return {"request_id": request_id + suffix, "type": kind, "prompt": PROMPTS[request_id]}
+def _request(request_id: str, prompt: list[int], kind: str) -> dict[str, Any]:
+    return {"request_id": request_id, "type": kind, "prompt": prompt}
 
 
-def replica_plans(folder: Path) -> list[dict]:
-    """Two replicas of one node: the first prefills request 0 alone, decodes it, then prefills 2 and 3
-    together (unpairable: two requests); the second prefills request 1 alone and decodes it."""
-    a, b, c, d = REQUESTS
-    barrier = folder / "barrier"
-    barrier.mkdir(exist_ok=True)
-    first = [{"phase": "prefill", "requests": [_request(a, "new", "-0a1b2c3d")]},
-             {"phase": "decode", "requests": [_request(a, "cached", "-0a1b2c3d")]},
-             {"phase": "prefill", "requests": [_request(c, "new"), _request(d, "new")]}]
-    second = [{"phase": "prefill", "requests": [_request(b, "new")]},
-              {"phase": "decode", "requests": [_request(b, "cached")]}]
-    return [{"init_file": str(folder / f"dist_init_{n}"), "barrier": [str(barrier), 2], "steps": steps}
-            for n, steps in enumerate((first, second))]
+@dataclass
+class InferenceSide:
+    dump_path: Path
+    pids: list[int]
+    paired: list[str]  # the requests each replica prefilled alone
+    refused: dict[str, str]  # request id -> what the pairing must say (a substring of its reason)
 
 
-def inference_dumps(tree: Path, folder: Path) -> tuple[Path, list[int]]:
-    """Run two replicas (same rank) at once into one dump_path; (dump_path, [pid of each replica])."""
-    config, weights = tiny_qwen2(folder / "model")
+def replica_steps(paired: list[tuple[str, list[int]]], unlogged: tuple[str, list[int]] | None
+                  ) -> tuple[list[list[dict[str, Any]]], dict[str, str]]:
+    """Two replicas: each prefills one request alone (with vLLM's id suffix on the first), then decodes
+    it; the first then prefills `unlogged` (a request the training side did not log; by default a new
+    one) alone, the second two new requests together."""
+    steps: list[list[dict[str, Any]]] = []
+    refused: dict[str, str] = {}
+    unlogged = unlogged or (request_ids(1)[0], PROMPTS[0])  # every request was logged: one it never saw
+    for n, (request_id, prompt) in enumerate(paired):
+        sent = request_id + (VLLM_SUFFIX if n == 0 else "")
+        replica = [{"phase": "prefill", "requests": [_request(sent, prompt, "new")]},
+                   {"phase": "decode", "requests": [_request(sent, prompt, "cached")]}]
+        if n == 0:
+            replica.append({"phase": "prefill", "requests": [_request(unlogged[0], unlogged[1], "new")]})
+            refused[unlogged[0]] = "not in any single-request update_actor_log.jsonl record"
+        elif n == 1:
+            together = request_ids(2)
+            replica.append({"phase": "prefill", "requests": [_request(r, PROMPTS[0], "new") for r in together]})
+            refused.update(dict.fromkeys(together, "ran 2 requests"))
+        steps.append(replica)
+    return steps, refused
+
+
+def inference_side(tree: Path, folder: Path, model_dir: Path, paired: list[tuple[str, list[int]]],
+                   unlogged: tuple[str, list[int]] | None = None) -> InferenceSide:
+    """Run the replicas at once (same rank) into one dump_path."""
+    folder.mkdir(parents=True, exist_ok=True)
     dump_path = folder / "infer"
     dump_config = _msprobe_config(folder / "msprobe-infer.json", dump_path)
+    barrier = folder / "barrier"
+    barrier.mkdir(exist_ok=True)
+    replicas, refused = replica_steps(paired, unlogged)
     processes = []
-    for n, plan in enumerate(replica_plans(folder)):
+    for n, steps in enumerate(replicas):
+        plan = {"init_file": str(folder / f"dist_init_{n}"), "barrier": [str(barrier), len(replicas)], "steps": steps}
         plan_path = folder / f"plan_{n}.json"
         plan_path.write_text(json.dumps(plan))
         argv = [sys.executable, str(REHEARSAL / "inference.py"), str(tree), str(dump_config), str(plan_path),
-                str(weights), str(config)]
+                str(model_dir)]
         processes.append(subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                           env={**os.environ, "PYTHONPATH": str(REPO)}))
     pids = []
@@ -99,4 +121,4 @@ def inference_dumps(tree: Path, folder: Path) -> tuple[Path, list[int]]:
         result = json.loads(out.splitlines()[-1])
         assert result["logger"] is True
         pids.append(result["pid"])
-    return dump_path, pids
+    return InferenceSide(dump_path, pids, [request_id for request_id, _ in paired], refused)

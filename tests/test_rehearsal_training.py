@@ -17,41 +17,36 @@ rehearsal/__init__.py); its patch is proved structurally (tests/test_upstream_ve
 from __future__ import annotations
 
 import json
-import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import REHEARSAL_MODULES
 
-for _module in ("torch", "transformers", "peft", "ray", "transfer_queue", "msprobe", "tensordict", "codetiming"):
+for _module in REHEARSAL_MODULES:
     pytest.importorskip(_module)
 
-from rehearsal.training import QWEN2_CONFIG, Scenario, TrainingSide, run_training_sides  # noqa: E402
+from rehearsal.training import QWEN2_CONFIG, Scenario, TrainingSide  # noqa: E402
 
 pytestmark = pytest.mark.runtime
 
-PROMPTS = [[3, 4, 5, 6], [7, 8, 9], [10, 11, 12, 13, 14]]
 RECORD_KEYS = {"source", "phase", "timestamp", "pid", "rank", "step", "request_ids", "num_requests"}
 FIRST_MODULE = "model.embed_tokens.Embedding.forward.0"
 
 
-def _ids(count: int) -> list[str]:
-    return [uuid.uuid4().hex for _ in range(count)]  # as verl's LLMServerClient makes them
-
-
-SCENARIOS = [
-    # FSDP2 as verl ships it; msprobe asked for steps 1 and 2 of three micro-batches.
-    Scenario("fsdp2-ws1-steps", _ids(3), PROMPTS, world_size=1, strategy="fsdp2", msprobe_steps=[1, 2]),
-    # FSDP1 (verl's default strategy) on two ranks.
-    Scenario("fsdp1-ws2", _ids(2), PROMPTS[:2], world_size=2, strategy="fsdp"),
-    # LoRA: the trainer's reference pass runs through the same compute_log_prob.
-    Scenario("lora-ws1", _ids(2), PROMPTS[:2], world_size=1, strategy="fsdp2", lora=True),
-]
+# The scenarios (rehearsal_support.training_scenarios): FSDP2 with msprobe steps [1, 2] of three
+# micro-batches, FSDP1 on two ranks, LoRA. One run per session, shared with the chain (test_rehearsal.py).
+NAMES = ["fsdp2-ws1-steps", "fsdp1-ws2", "lora-ws1"]
 
 
 @pytest.fixture(scope="module")
-def sides(tmp_path_factory: pytest.TempPathFactory) -> dict[str, TrainingSide]:
-    return run_training_sides(tmp_path_factory.mktemp("rehearsal"), SCENARIOS)
+def scenarios(rehearsal_training) -> dict[str, Scenario]:
+    return rehearsal_training[0]
+
+
+@pytest.fixture(scope="module")
+def sides(rehearsal_training) -> dict[str, TrainingSide]:
+    return rehearsal_training[1]
 
 
 def _records(dump_path: Path) -> list[dict[str, Any]]:
@@ -75,9 +70,9 @@ def _dumped_steps(dump_path: Path) -> set[int]:
     return {int(path.name[len("step"):]) for path in dump_path.glob("step*") if path.is_dir()}
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS, ids=[scenario.name for scenario in SCENARIOS])
-def test_each_record_names_a_request_and_a_prompt_only_dump(sides, scenario: Scenario) -> None:
-    side = sides[scenario.name]
+@pytest.mark.parametrize("name", NAMES)
+def test_each_record_names_a_request_and_a_prompt_only_dump(sides, scenarios, name: str) -> None:
+    scenario, side = scenarios[name], sides[name]
     records = _records(side.dump_path)
     prompt_of = dict(zip(scenario.request_ids, scenario.prompts, strict=True))
     for record in records:
@@ -92,14 +87,14 @@ def test_each_record_names_a_request_and_a_prompt_only_dump(sides, scenario: Sce
     assert side.stored["old_log_probs"] == [[0.0] * 3] * len(scenario.request_ids)
 
 
-def test_every_request_once_when_every_step_is_dumped(sides) -> None:
-    for scenario in SCENARIOS[1:]:
+def test_every_request_once_when_every_step_is_dumped(sides, scenarios) -> None:
+    for scenario in (scenarios[name] for name in NAMES[1:]):
         records = _records(sides[scenario.name].dump_path)
         assert sorted(rid for record in records for rid in record["request_ids"]) == sorted(scenario.request_ids)
 
 
-def test_a_step_msprobe_does_not_dump_is_not_logged(sides) -> None:
-    scenario = SCENARIOS[0]
+def test_a_step_msprobe_does_not_dump_is_not_logged(sides, scenarios) -> None:
+    scenario = scenarios[NAMES[0]]
     side = sides[scenario.name]
     records = _records(side.dump_path)
     assert [record["step"] for record in records] == [1, 2]
@@ -107,8 +102,8 @@ def test_a_step_msprobe_does_not_dump_is_not_logged(sides) -> None:
     assert [record["request_ids"] for record in records] == [[rid] for rid in scenario.request_ids[1:]]
 
 
-def test_lora_reference_pass_is_neither_cut_nor_dumped(sides) -> None:
-    scenario = SCENARIOS[2]
+def test_lora_reference_pass_is_neither_cut_nor_dumped(sides, scenarios) -> None:
+    scenario = scenarios[NAMES[2]]
     side = sides[scenario.name]
     records = _records(side.dump_path)
     # Two requests, two dumped steps: the reference pass added none, under no request id.
@@ -119,7 +114,7 @@ def test_lora_reference_pass_is_neither_cut_nor_dumped(sides) -> None:
 
 
 def test_the_model_both_sides_load_is_in_the_workdir(sides) -> None:
-    model_dir = sides[SCENARIOS[0].name].model_dir
+    model_dir = sides[NAMES[0]].model_dir
     config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
     assert config["model_type"] == "qwen2" and config["hidden_size"] == QWEN2_CONFIG["hidden_size"]
     assert (model_dir / "model.safetensors").is_file()

@@ -1,6 +1,9 @@
 """The rehearsal's inference side: one vLLM-Ascend worker process, driven as the patched runner drives msprobe.
 
-Usage: python inference.py PATCHED_TREE DUMP_CONFIG PLAN.json WEIGHTS.pt MODEL_CONFIG.json
+Usage: python inference.py PATCHED_TREE DUMP_CONFIG PLAN.json MODEL_DIR
+
+MODEL_DIR is the Hugging Face folder the training side loads (`config.json`, `model.safetensors`); the
+twin runs it in bfloat16, the dtype verl's rollout and its FSDP mixed precision compute in.
 
 vLLM-Ascend needs an NPU, so its runner cannot be built here. What decides where the dumps land and
 what the log says is the runner's dump code, and that is taken from the *patched* real file
@@ -130,12 +133,18 @@ def _wait_for_replicas(barrier: list[Any] | None) -> None:
         time.sleep(0.05)
 
 
-def main(tree: str, dump_config: str, plan_path: str, weights: str, model_config: str) -> None:
+def load_twin(model_dir: Path) -> torch.nn.Module:
+    from safetensors.torch import load_file
+
+    config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    return from_hf_state_dict(config, load_file(str(model_dir / "model.safetensors"))).to(torch.bfloat16).eval()
+
+
+def main(tree: str, dump_config: str, plan_path: str, model_dir: str) -> None:
     plan = json.loads(Path(plan_path).read_text(encoding="utf-8"))
     torch.distributed.init_process_group("gloo", init_method=f"file://{plan['init_file']}", rank=0, world_size=1)
     _import_created_logger_package(Path(tree))
-    config = json.loads(Path(model_config).read_text(encoding="utf-8"))
-    model = from_hf_state_dict(config, torch.load(weights, weights_only=True)).eval()
+    model = load_twin(Path(model_dir))
     runner = runner_class(Path(tree))()
     runner.ascend_config = types.SimpleNamespace(dump_config_path=dump_config)
     runner.compilation_config = types.SimpleNamespace(cudagraph_mode=CUDAGraphMode.NONE)
@@ -156,4 +165,4 @@ def main(tree: str, dump_config: str, plan_path: str, weights: str, model_config
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:6])
+    main(*sys.argv[1:5])

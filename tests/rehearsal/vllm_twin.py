@@ -73,7 +73,7 @@ class RotaryEmbedding(nn.Module):
     def forward(self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         freqs = positions.float()[:, None] * self.inv_freq[None, :]
         emb = torch.cat((freqs, freqs), dim=-1)
-        cos, sin = emb.cos()[:, None, :], emb.sin()[:, None, :]  # [tokens, 1, head_dim]
+        cos, sin = (t[:, None, :].to(q.dtype) for t in (emb.cos(), emb.sin()))  # [tokens, 1, head_dim]
 
         def rotate(x: torch.Tensor) -> torch.Tensor:
             half = x.shape[-1] // 2
