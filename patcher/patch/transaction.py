@@ -366,7 +366,7 @@ def discard_leftovers(directory: Path) -> None:
     for leftover in directory.glob(f".*{TEMPORARY_SUFFIX}"):
         leftover.unlink(missing_ok=True)
     if not (directory / "journal.json").exists():
-        _finish(directory)
+        _discard_undo(directory)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -487,6 +487,10 @@ def _finish(directory: Path) -> None:
         _fsync_dir(directory)
     except OSError:
         pass  # the transaction is over either way; a journal that comes back only replays it
+    _discard_undo(directory)
+
+
+def _discard_undo(directory: Path) -> None:
     shutil.rmtree(directory / "undo", ignore_errors=True)
     (directory / "undo.manifest.json").unlink(missing_ok=True)
 
