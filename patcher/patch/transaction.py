@@ -29,14 +29,15 @@ import shutil
 import stat
 import tempfile
 import time
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
 from rlpatch.errors import InputError, RefusedError
+from rlpatch.patch import statefiles
+from rlpatch.patch.statefiles import STATE_DIR, Damaged, expect
 
-STATE_DIR = ".rlpatch"
 MANIFEST_FORMAT = 1
 LOCK_TIMEOUT_S = float(os.environ.get("RLPATCH_LOCK_TIMEOUT", "60"))
 
@@ -149,16 +150,16 @@ class Manifest:
         if not path.exists() and not path.is_symlink():
             return cls(root)
         try:
-            raw = _read_json(path)
-            _expect(isinstance(raw, dict), "not a JSON object")
-            _expect(raw.get("format", MANIFEST_FORMAT) == MANIFEST_FORMAT and type(raw.get("format", 1)) is int,
+            raw = statefiles.read_json(path)
+            expect(isinstance(raw, dict), "not a JSON object")
+            expect(raw.get("format", MANIFEST_FORMAT) == MANIFEST_FORMAT and type(raw.get("format", 1)) is int,
                     f"format {raw.get('format')!r}, this rlpatch reads format {MANIFEST_FORMAT}")
-            files = {name: _file_record(name, record) for name, record in _object(raw, "files").items()}
-            versions = _object(raw, "versions")
-            _expect(all(isinstance(v, str) for v in versions.values()), "versions: a version that is not a string")
+            files = {name: _file_record(name, record) for name, record in statefiles.json_object(raw, "files").items()}
+            versions = statefiles.json_object(raw, "versions")
+            expect(all(isinstance(v, str) for v in versions.values()), "versions: a version that is not a string")
             heads = [raw.get(key) for key in ("git_head", "git_commit")]
-            _expect(all(head is None or isinstance(head, str) for head in heads), "git_head/git_commit: not a string")
-        except _Damaged as err:
+            expect(all(head is None or isinstance(head, str) for head in heads), "git_head/git_commit: not a string")
+        except Damaged as err:
             raise InputError(f"{path}: damaged rlpatch manifest ({err}); nothing was written; "
                              f"move {STATE_DIR}/ away to start over (its originals/ holds the unpatched files)") from None
         return cls(root, files, dict(versions), heads[0], heads[1])
@@ -200,56 +201,9 @@ class Manifest:
         return list(record.rules) if record else []
 
 
-class _Damaged(Exception):
-    """State rlpatch did not write as it is (truncated, wrong types, a path outside the tree)."""
-
-
-def _expect(condition: bool, what: str) -> None:
-    if not condition:
-        raise _Damaged(what)
-
-
-def _read_json(path: Path) -> object:
-    """Parse a state file; any way it cannot be read or parsed becomes _Damaged."""
-    try:
-        return json.loads(path.read_bytes().decode("utf-8"))
-    except UnicodeDecodeError as err:
-        raise _Damaged(f"not UTF-8 at byte {err.start}") from None
-    except ValueError as err:
-        raise _Damaged(f"not JSON: {err}") from None
-    except RecursionError:
-        raise _Damaged("JSON nested too deeply") from None
-    except OSError as err:
-        raise _Damaged(f"cannot read: {err.strerror}") from None
-
-
-def _object(raw: dict, key: str) -> dict:
-    value = raw.get(key, {})
-    _expect(isinstance(value, dict), f"{key}: not a JSON object")
-    return value
-
-
-def safe_relative(name: object, *, state_ok: bool = False) -> bool:
-    """A path relative to the root that stays inside it (and outside the state folder, unless
-    `state_ok`: the journal lists the stored originals)."""
-    if not isinstance(name, str) or not name or name.startswith("/") or "\\" in name or "\0" in name:
-        return False
-    parts = name.split("/")
-    if any(part in ("", ".", "..") for part in parts) or parts[0] == ".git":
-        return False
-    return state_ok or parts[0] != STATE_DIR
-
-
 def _file_record(name: str, record: object) -> FileRecord:
-    _expect(safe_relative(name), f"files: {name!r} is not a path inside the tree")
-    _expect(isinstance(record, dict) and set(record) == {"original_sha256", "patched_sha256", "mode", "rules"},
-            f"files: {name}: not a file record")
+    statefiles.check_file_record(name, record)
     assert isinstance(record, dict)
-    _expect(record["original_sha256"] is None or isinstance(record["original_sha256"], str), f"files: {name}: original_sha256 is not a string")
-    _expect(isinstance(record["patched_sha256"], str), f"files: {name}: patched_sha256 is not a string")
-    _expect(type(record["mode"]) is int and 0 <= record["mode"] < 1 << 32, f"files: {name}: mode is not a file mode")
-    _expect(isinstance(record["rules"], list) and all(isinstance(rule, str) for rule in record["rules"]),
-            f"files: {name}: rules is not a list of rule ids")
     return FileRecord(record["original_sha256"], record["patched_sha256"], record["mode"], list(record["rules"]))
 
 
@@ -277,19 +231,15 @@ def _open_lock(directory: Path, create: bool) -> int | None:
 
 
 class _Unlockable(Exception):
-    pass
+    """A read-only command cannot open the lock (a tree this user may not write)."""
 
 
 @contextmanager
 def locked(root: str, *, create: bool = True) -> Iterator[bool]:
-    """Hold the tree's lock. Yields False (and locks nothing) when the state folder does not exist
-    and `create` is false, or when a read-only command cannot open the lock.
-
-    The folder may be removed and made again by other commands while this one waits (a revert
-    that empties the state removes it): the lock is retried until it is held on the lock file
-    that is in place. On the way out, a tree where nothing is applied loses its `.rlpatch/`
-    again, while the lock is still held: a refusal or a no-op leaves no trace.
-    """
+    """Hold the tree's lock; yields False (locks nothing) when the state folder does not exist and
+    `create` is false, or a read-only command cannot open the lock. Other commands may remove and
+    remake the folder meanwhile: the lock is retried until held on the lock file in place. On the
+    way out, a tree where nothing is applied loses `.rlpatch/` while the lock is still held."""
     directory = state_dir(root)
     deadline = time.monotonic() + LOCK_TIMEOUT_S
     while True:
@@ -404,17 +354,12 @@ class Recovery:
 def _load_journal(directory: Path) -> dict:
     path = directory / "journal.json"
     try:
-        journal = _read_json(path)
-        _expect(isinstance(journal, dict) and isinstance(journal.get("writes"), list), "no list of writes")
-        assert isinstance(journal, dict)
-        for entry in journal["writes"]:
-            _expect(isinstance(entry, dict) and safe_relative(entry.get("relative"), state_ok=True), "a write outside the tree")
-            _expect(type(entry.get("existed")) is bool and (entry.get("mode") is None or type(entry.get("mode")) is int),
-                    f"{entry.get('relative')}: not a journal entry")
-        _expect(type(journal.get("manifest_existed", False)) is bool, "manifest_existed is not true or false")
-    except _Damaged as err:
+        journal = statefiles.read_json(path)
+        statefiles.check_journal(journal)
+    except Damaged as err:
         raise InputError(f"{path}: damaged journal of an interrupted rlpatch command ({err}); nothing was restored; "
                          f"the files before that command are in {STATE_DIR}/undo/") from None
+    assert isinstance(journal, dict)
     return journal
 
 
@@ -447,12 +392,9 @@ def _put_back(undo: Path, target: Path, mode: int | None) -> None:
 
 def _remove_temporaries(target: Path) -> None:
     real = Path(os.path.realpath(target))
-    for leftover in real.parent.glob(f".{glob_escape(real.name)}.*{TEMPORARY_SUFFIX}"):
+    escaped = "".join(f"[{char}]" if char in "*?[" else char for char in real.name)
+    for leftover in real.parent.glob(f".{escaped}.*{TEMPORARY_SUFFIX}"):
         leftover.unlink(missing_ok=True)
-
-
-def glob_escape(name: str) -> str:
-    return "".join(f"[{char}]" if char in "*?[" else char for char in name)
 
 
 def recover(root: str) -> Recovery | None:
@@ -483,10 +425,8 @@ def recover(root: str) -> Recovery | None:
 def _finish(directory: Path) -> None:
     # The journal goes first: once it is gone the transaction is over, whatever is left is litter.
     (directory / "journal.json").unlink(missing_ok=True)
-    try:
+    with suppress(OSError):  # the transaction is over either way; a journal that comes back only replays it
         _fsync_dir(directory)
-    except OSError:
-        pass  # the transaction is over either way; a journal that comes back only replays it
     _discard_undo(directory)
 
 
