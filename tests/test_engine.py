@@ -283,7 +283,7 @@ def test_sigkill_during_apply_leaves_whole_files_and_revert_recovers(tree):
     assert (tree / ".rlpatch" / "journal.json").exists()
 
     result = run_cli("revert", "--verl-root", str(tree))
-    assert result.exit_code == 0 and "rolled back an interrupted" in result.stderr
+    assert result.exit_code == 0 and "an interrupted apply was rolled back in" in result.stderr
     assert snapshot(tree) == pristine
 
 

@@ -164,11 +164,23 @@ def _reports(session: Session, rules: Sequence[PatchRule], targets: Sequence[Tar
     return [session.report(rule, target, structural=structural) for target in targets for rule in rules if rule.package == target.package]
 
 
-def _recover(targets: Sequence[Target]) -> None:
+def _recover(targets: Sequence[Target], held: dict[str, bool] | None = None) -> None:
+    """Roll back what an interrupted command left in each locked tree, saying so in one line.
+
+    Read-only commands recover too (as `git status` refreshes the index when it can take its
+    lock), so that they report the tree as it really is; a tree they cannot lock (read-only for
+    this user) is only reported.
+    """
     for target in targets:
-        restored = transaction.recover(target.root)
-        if restored:
-            say(f"recovered {target.root}: rolled back an interrupted rlpatch command ({restored} files restored)")
+        if held is not None and not held.get(target.root, False):
+            command = transaction.interrupted(target.root)
+            if command:
+                say(f"rlpatch: interrupted {command} found in {target.root}; run any rlpatch command "
+                    "with write access to the tree to roll it back")
+            continue
+        recovery = transaction.recover(target.root)
+        if recovery:
+            say(recovery.notice(target.root))
 
 
 def _check_git(targets: Sequence[Target], changed: dict[str, list[Path]], allow_dirty: bool) -> dict[str, Any]:
@@ -200,9 +212,8 @@ def apply_cmd(**options: Any) -> int:
         return code
     rules, targets = _setup(options)
     roots = [target.root for target in targets]
-    with transaction.locked_all(roots, create=not options["dry_run"]):
-        if not options["dry_run"]:
-            _recover(targets)
+    with transaction.locked_all(roots, create=not options["dry_run"]) as held:
+        _recover(targets, held)
         session = Session(targets)
         reports = _reports(session, rules, targets, structural=True)
         refusals = [r for r in reports if r.state in ("refused", "drifted")]
@@ -232,7 +243,7 @@ def apply_cmd(**options: Any) -> int:
         for root, checkout in checkouts.items():
             session.manifest(root).git_head = checkout.head()
             checkout.exclude(transaction.state_dir(root))
-        engine.commit_all(session, writes)
+        engine.commit_all(session, writes, "apply")
         for report in reports:
             if report.state in ("absent", "partial"):
                 report.state, report.message = "applied", "applied now"
@@ -265,7 +276,11 @@ def _commit(session: Session, checkouts: dict[str, Any], commits: dict[str, list
                                            "undo with `git revert` of this commit.")
         manifest = session.manifest(root)
         manifest.git_commit = sha
-        manifest.save()
+        try:
+            manifest.save()
+        except OSError as err:
+            raise InputError(f"{err.filename}: cannot record commit {sha[:12]} ({err.strerror}); the patch is applied "
+                             "and committed, but revert will not name the commit") from None
         say(f"committed {sha[:12]} in {checkout.toplevel} (the patch's changes only)")
 
 
@@ -273,8 +288,10 @@ def _verify(options: dict[str, Any], *, always_zero: bool) -> int:
     if (code := on_cluster(options)) is not None:
         return code
     rules, targets = _setup(options)
-    session = Session(targets)
-    reports = _reports(session, rules, targets, structural=False)
+    with transaction.locked_all([target.root for target in targets], create=False) as held:
+        _recover(targets, held)
+        session = Session(targets)
+        reports = _reports(session, rules, targets, structural=False)
     print_reports(reports, targets, options["output_format"], rules)
     failing = [r for r in reports if r.state not in ("applied", "not-applicable")]
     nothing_applies = api.not_applicable_targets(reports, targets)
@@ -317,8 +334,8 @@ def revert_cmd(**options: Any) -> int:
         return code
     rules, targets = _setup(options)
     roots = [target.root for target in targets]
-    with transaction.locked_all(roots):
-        _recover(targets)
+    with transaction.locked_all(roots) as held:
+        _recover(targets, held)
         session = Session(targets)
         reports = _reports(session, rules, targets, structural=True)
         refused = [r for r in reports if r.state == "refused"]
@@ -335,7 +352,7 @@ def revert_cmd(**options: Any) -> int:
             return EXIT_REFUSED
         notes += _committed_notes(session, reports)
         _forget_stale(session, reports, writes)
-        engine.commit_all(session, writes)
+        engine.commit_all(session, writes, "revert")
         for note in notes:
             say(note)
         for report in reports:
@@ -384,14 +401,17 @@ def diff_cmd(**options: Any) -> int:
     from rlpatch.patch.difftext import unified_diff
 
     rules, targets = _setup(options)
-    session = Session(targets)
-    reports = _reports(session, rules, targets, structural=True)
-    refusals = [r for r in reports if r.state in ("refused", "drifted")]
-    for report in refusals:
-        print_refusal(report)
-    if refusals:
-        return EXIT_REFUSED
-    for change in engine.planned_changes(session, reports):
+    with transaction.locked_all([target.root for target in targets], create=False) as held:
+        _recover(targets, held)
+        session = Session(targets)
+        reports = _reports(session, rules, targets, structural=True)
+        refusals = [r for r in reports if r.state in ("refused", "drifted")]
+        for report in refusals:
+            print_refusal(report)
+        if refusals:
+            return EXIT_REFUSED
+        changes = engine.planned_changes(session, reports)
+    for change in changes:
         sys.stdout.write(unified_diff(change.relative, change.before, change.after))
     return EXIT_OK
 

@@ -75,6 +75,19 @@ def read_source(root: str, relative: str) -> SourceFile:
     return SourceFile(root, relative, data, mode)
 
 
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
+def encode_like(source: SourceFile, code: str) -> bytes:
+    """The bytes of new code for `source`'s file: libcst drops a UTF-8 BOM when it parses, and
+    apply never reformats, so the BOM the file had is put back (CRLF and a missing final newline
+    survive libcst's round trip by themselves)."""
+    data = code.encode("utf-8")
+    if source.data.startswith(UTF8_BOM) and not data.startswith(UTF8_BOM):
+        data = UTF8_BOM + data
+    return data
+
+
 # ---------------------------------------------------------------------------------------------
 # State of rules
 # ---------------------------------------------------------------------------------------------
@@ -286,7 +299,7 @@ def planned_changes(session: Session, reports: Iterable[RuleReport]) -> list[Cha
             compile(code, str(source.path), "exec", dont_inherit=True)
         except SyntaxError as err:  # a bug in a rule, never the user's fault: refuse, write nothing
             raise InputError(f"{source.path}: patched code does not compile ({err.msg}, line {err.lineno}); nothing written") from None
-        changes.append(Change(root, relative, source.data, code.encode("utf-8"), source.mode, [rule for rule, _ in per_rule]))
+        changes.append(Change(root, relative, source.data, encode_like(source, code), source.mode, [rule for rule, _ in per_rule]))
     return changes
 
 
@@ -375,7 +388,7 @@ def revert_writes(session: Session, reports: Sequence[RuleReport]) -> tuple[dict
                     f"{source.path}: patch code ({', '.join(leftovers)}) remains outside its intact statements; "
                     f"restore the patch code or revert that file by hand (its original is in {transaction.STATE_DIR}/originals/)"
                 )
-            after, mode = stripped.encode("utf-8"), source.mode
+            after, mode = encode_like(source, stripped), source.mode
             if original is not None and after != original and not remaining:
                 notes.append(f"{source.path}: kept your edits made after apply; removed only the patch code")
         writes.setdefault(root, []).append(Write(relative, after, mode))
@@ -395,10 +408,10 @@ def revert_writes(session: Session, reports: Sequence[RuleReport]) -> tuple[dict
 # ---------------------------------------------------------------------------------------------
 
 
-def commit_all(session: Session, writes: dict[str, list[Write]]) -> None:
+def commit_all(session: Session, writes: dict[str, list[Write]], command: str) -> None:
     """Check every root is writable, then commit root by root (each one all-or-nothing)."""
     for root, root_writes in writes.items():
         transaction.check_writable(root, [w for w in root_writes if not w.relative.startswith(transaction.STATE_DIR)])
     for root, root_writes in writes.items():
         manifest = session.manifest(root)
-        transaction.commit(root, root_writes, manifest)
+        transaction.commit(root, root_writes, manifest, command)

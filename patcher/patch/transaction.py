@@ -7,11 +7,15 @@ Layout of `<root>/.rlpatch/` (kept out of `git status` through `.git/info/exclud
   SHA-256 and mode, the upstream version and git HEAD at apply time;
 - `originals/<path>`: the bytes of each patched file before the first patch (exact revert);
 - `journal.json` + `undo/<path>`: present only while a transaction writes. A process killed in
-  the middle leaves them behind, and the next rlpatch command on the tree rolls the tree back to
-  the state before that transaction, file by file, before doing anything else.
+  the middle leaves them behind, and the next rlpatch command on the tree (any command, read-only
+  ones included, as `git status` refreshes the index when it can take its lock) rolls the tree
+  back to the state before that transaction, file by file, before doing anything else, and says so.
 
-Every file is replaced atomically (temporary file in the same directory, fsync, rename), so at
-any instant each file is either wholly old or wholly new.
+Every file is replaced atomically (temporary file `.<name>.XXXX.rlpatch-tmp` in the same
+directory, fsync, rename), so at any instant each file is either wholly old or wholly new; a
+temporary left by a kill is removed by the recovery. Undo copies carry the file's mode and owner,
+so a rollback is a rename: it needs no free space, and a disk that fills up in the middle of a
+transaction is rolled back on the spot.
 """
 
 from __future__ import annotations
@@ -25,14 +29,15 @@ import shutil
 import stat
 import tempfile
 import time
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
 from rlpatch.errors import InputError, RefusedError
+from rlpatch.patch import statefiles
+from rlpatch.patch.statefiles import STATE_DIR, Damaged, expect
 
-STATE_DIR = ".rlpatch"
 MANIFEST_FORMAT = 1
 LOCK_TIMEOUT_S = float(os.environ.get("RLPATCH_LOCK_TIMEOUT", "60"))
 
@@ -45,6 +50,12 @@ def state_dir(root: str) -> Path:
     return Path(root) / STATE_DIR
 
 
+TEMPORARY_SUFFIX = ".rlpatch-tmp"
+# Errors of fsync on a folder that only say the file system cannot do it; anything else (EIO,
+# ENOSPC, EDQUOT) means the rename may not be durable and fails the write.
+_FSYNC_UNSUPPORTED = {errno.EINVAL, errno.EBADF, errno.EACCES, errno.EPERM, errno.EISDIR, errno.ENOTSUP}
+
+
 def _fsync_dir(path: Path) -> None:
     try:
         fd = os.open(path, os.O_RDONLY)
@@ -52,33 +63,44 @@ def _fsync_dir(path: Path) -> None:
         return
     try:
         os.fsync(fd)
-    except OSError:
-        pass
+    except OSError as err:
+        if err.errno not in _FSYNC_UNSUPPORTED:
+            err.filename = err.filename or str(path)
+            raise
     finally:
         os.close(fd)
 
 
-def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def atomic_write(path: Path, data: bytes, mode: int | None = None, owner: tuple[int, int] | None = None) -> None:
     """Replace `path` with `data` in one rename; the file is never seen half-written.
 
-    A symlink is followed (the link stays a link), and the owner of a file that existed is kept
-    when this process may set it (root patching another user's tree).
+    A symlink is followed (the link stays a link), and the owner of a file that existed (or the
+    `owner` given) is kept when this process may set it (root patching another user's tree).
+    An OSError names `path` in its `filename`; the temporary is gone when it is raised.
     """
     if path.is_symlink():
         path = Path(os.path.realpath(path))
-    owner = None
     try:
         info = path.stat()
-        owner = (info.st_uid, info.st_gid)
+        owner = owner or (info.st_uid, info.st_gid)
     except FileNotFoundError:
         pass
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".rlpatch-tmp")
+    temporary = None
     try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMPORARY_SUFFIX)
+        try:
+            _write_all(handle, data)
+            os.fsync(handle)
+        finally:
+            os.close(handle)
         if mode is not None:
             os.chmod(temporary, stat.S_IMODE(mode))
         if owner is not None and owner != (os.getuid(), os.getgid()):
@@ -87,13 +109,17 @@ def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
             except PermissionError:
                 pass
         os.replace(temporary, path)
-    except BaseException:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
+        temporary = None
+        _fsync_dir(path.parent)
+    except OSError as err:
+        err.filename = str(path)  # not the temporary's name: the user knows the file, not it
         raise
-    _fsync_dir(path.parent)
+    finally:
+        if temporary is not None:
+            try:
+                os.unlink(temporary)
+            except OSError:
+                pass
 
 
 @dataclass
@@ -121,14 +147,22 @@ class Manifest:
     @classmethod
     def load(cls, root: str) -> "Manifest":
         path = state_dir(root) / "manifest.json"
-        if not path.exists():
+        if not path.exists() and not path.is_symlink():
             return cls(root)
         try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-            files = {name: FileRecord(**record) for name, record in raw.get("files", {}).items()}
-        except (ValueError, TypeError, OSError) as err:
-            raise InputError(f"{path}: unreadable rlpatch manifest ({err}); move it away to start over") from None
-        return cls(root, files, dict(raw.get("versions", {})), raw.get("git_head"), raw.get("git_commit"))
+            raw = statefiles.read_json(path)
+            expect(isinstance(raw, dict), "not a JSON object")
+            expect(raw.get("format", MANIFEST_FORMAT) == MANIFEST_FORMAT and type(raw.get("format", 1)) is int,
+                    f"format {raw.get('format')!r}, this rlpatch reads format {MANIFEST_FORMAT}")
+            files = {name: _file_record(name, record) for name, record in statefiles.json_object(raw, "files").items()}
+            versions = statefiles.json_object(raw, "versions")
+            expect(all(isinstance(v, str) for v in versions.values()), "versions: a version that is not a string")
+            heads = [raw.get(key) for key in ("git_head", "git_commit")]
+            expect(all(head is None or isinstance(head, str) for head in heads), "git_head/git_commit: not a string")
+        except Damaged as err:
+            raise InputError(f"{path}: damaged rlpatch manifest ({err}); nothing was written; "
+                             f"move {STATE_DIR}/ away to start over (its originals/ holds the unpatched files)") from None
+        return cls(root, files, dict(versions), heads[0], heads[1])
 
     def save(self) -> None:
         path = state_dir(self.root) / "manifest.json"
@@ -167,31 +201,65 @@ class Manifest:
         return list(record.rules) if record else []
 
 
+def _file_record(name: str, record: object) -> FileRecord:
+    statefiles.check_file_record(name, record)
+    assert isinstance(record, dict)
+    return FileRecord(record["original_sha256"], record["patched_sha256"], record["mode"], list(record["rules"]))
+
+
 # ---------------------------------------------------------------------------------------------
 # Locking
 # ---------------------------------------------------------------------------------------------
 
 
+def _open_lock(directory: Path, create: bool) -> int | None:
+    """The lock file's descriptor; None when the folder is gone (removed by a command that just
+    finished: the caller makes it again) or, for a read-only command, cannot be opened at all."""
+    try:
+        return os.open(directory / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        if err.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            try:  # flock needs no write access: a read-only tree can still be locked
+                return os.open(directory / "lock", os.O_RDONLY)
+            except OSError:
+                pass
+        if create:
+            raise InputError(f"{directory / 'lock'}: cannot open ({err.strerror})") from None
+        raise _Unlockable from None
+
+
+class _Unlockable(Exception):
+    """A read-only command cannot open the lock (a tree this user may not write)."""
+
+
 @contextmanager
 def locked(root: str, *, create: bool = True) -> Iterator[bool]:
-    """Hold the tree's lock. Yields False (and locks nothing) when the state dir cannot exist."""
+    """Hold the tree's lock; yields False (locks nothing) when the state folder does not exist and
+    `create` is false, or a read-only command cannot open the lock. Other commands may remove and
+    remake the folder meanwhile: the lock is retried until held on the lock file in place. On the
+    way out, a tree where nothing is applied loses `.rlpatch/` while the lock is still held."""
     directory = state_dir(root)
-    if not directory.exists():
-        if not create:
-            yield False
-            return
-        try:
-            directory.mkdir()
-        except FileExistsError:
-            pass
-        except OSError as err:
-            raise InputError(f"{root}: cannot create {STATE_DIR}/ ({err.strerror}); is the tree read-only?") from None
     deadline = time.monotonic() + LOCK_TIMEOUT_S
     while True:
+        if not directory.is_dir():
+            if not create:
+                yield False
+                return
+            try:
+                directory.mkdir()
+            except FileExistsError:
+                pass
+            except OSError as err:
+                raise InputError(f"{root}: cannot create {STATE_DIR}/ ({err.strerror}); is the tree read-only?") from None
         try:
-            fd = os.open(directory / "lock", os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as err:
-            raise InputError(f"{root}: cannot open {STATE_DIR}/lock ({err.strerror})") from None
+            fd = _open_lock(directory, create)
+        except _Unlockable:
+            yield False
+            return
+        if fd is None:
+            continue
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as err:
@@ -200,47 +268,55 @@ def locked(root: str, *, create: bool = True) -> Iterator[bool]:
                 raise
             if time.monotonic() > deadline:
                 raise RefusedError(f"{root}: another rlpatch process holds {STATE_DIR}/lock; try again later") from None
-            time.sleep(0.05)
+            time.sleep(0.02)
             continue
-        # A revert that emptied the state removes the folder; a lock on the removed inode is no lock.
+        # A command that emptied the state removed the folder; a lock on the removed inode is no lock.
         try:
             same = os.stat(directory / "lock").st_ino == os.fstat(fd).st_ino
         except FileNotFoundError:
             same = False
         if not same:
             os.close(fd)
-            directory.mkdir(exist_ok=True)
             continue
         try:
+            discard_leftovers(directory)
             yield True
         finally:
-            os.close(fd)
+            try:
+                remove_state_if_empty(root)
+            finally:
+                os.close(fd)
         return
 
 
 @contextmanager
-def locked_all(roots: list[str], *, create: bool = True) -> Iterator[None]:
-    """Lock several trees in a fixed order, so that two commands never deadlock.
-
-    On the way out, once the locks are released, a tree where nothing is applied loses its
-    `.rlpatch/` folder again: a refusal or a no-op leaves no trace.
-    """
-    try:
-        with ExitStack() as stack:
-            for root in sorted(set(roots)):
-                stack.enter_context(locked(root, create=create))
-            yield
-    finally:
-        for root in roots:
-            remove_state_if_empty(root)
+def locked_all(roots: list[str], *, create: bool = True) -> Iterator[dict[str, bool]]:
+    """Lock several trees in a fixed order, so that two commands never deadlock. Yields, per
+    root, whether its lock is held (see `locked`)."""
+    held = {}
+    with ExitStack() as stack:
+        for root in sorted(set(roots)):
+            held[root] = stack.enter_context(locked(root, create=create))
+        yield held
 
 
 def remove_state_if_empty(root: str) -> None:
     """Drop `.rlpatch/` once nothing is applied: the tree is then exactly as it was."""
     directory = state_dir(root)
-    if not directory.exists() or (directory / "manifest.json").exists() or (directory / "journal.json").exists():
+    if not directory.is_dir() or (directory / "manifest.json").exists() or (directory / "journal.json").exists():
         return
     shutil.rmtree(directory, ignore_errors=True)
+
+
+def discard_leftovers(directory: Path) -> None:
+    """Remove what a command killed outside a transaction leaves in the state folder (caller
+    holds the lock): temporaries of the manifest or journal, undo copies never journaled."""
+    if not directory.is_dir():
+        return
+    for leftover in directory.glob(f".*{TEMPORARY_SUFFIX}"):
+        leftover.unlink(missing_ok=True)
+    if not (directory / "journal.json").exists():
+        _discard_undo(directory)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -264,37 +340,97 @@ def _pause_for_tests() -> None:
         time.sleep(float(delay))
 
 
-def recover(root: str) -> int:
-    """Roll back an interrupted transaction (caller holds the lock). Returns files restored."""
-    directory = state_dir(root)
-    journal_path = directory / "journal.json"
-    if not journal_path.exists():
-        return 0
+@dataclass(frozen=True)
+class Recovery:
+    """What `recover` did: the command that was interrupted and how many files it restored."""
+
+    command: str
+    restored: int
+
+    def notice(self, root: str) -> str:
+        return f"rlpatch: an interrupted {self.command} was rolled back in {root} ({self.restored} files restored)"
+
+
+def _load_journal(directory: Path) -> dict:
+    path = directory / "journal.json"
     try:
-        journal = json.loads(journal_path.read_text(encoding="utf-8"))
-    except ValueError:
-        # The journal is written atomically before the first file; unreadable means no file was touched.
-        journal_path.unlink()
-        return 0
-    restored = 0
+        journal = statefiles.read_json(path)
+        statefiles.check_journal(journal)
+    except Damaged as err:
+        raise InputError(f"{path}: damaged journal of an interrupted rlpatch command ({err}); nothing was restored; "
+                         f"the files before that command are in {STATE_DIR}/undo/") from None
+    assert isinstance(journal, dict)
+    return journal
+
+
+def interrupted(root: str) -> str | None:
+    """The command whose transaction was interrupted in `root` (read without the lock), or None."""
+    path = state_dir(root) / "journal.json"
+    if not path.exists():
+        return None
+    try:
+        command = json.loads(path.read_bytes()).get("command")
+    except (ValueError, AttributeError, RecursionError, OSError):
+        command = None
+    return command if isinstance(command, str) and command.isidentifier() else "rlpatch command"
+
+
+def _put_back(undo: Path, target: Path, mode: int | None) -> None:
+    """Move an undo copy over its file: a rename, so it needs no free space and is atomic."""
+    real = Path(os.path.realpath(target))
+    if not undo.exists():
+        return  # moved back by a recovery that was itself interrupted
+    try:
+        os.replace(undo, real)
+    except OSError as err:
+        if err.errno != errno.EXDEV:  # a symlinked file on another file system: copy instead
+            raise
+        atomic_write(real, undo.read_bytes(), mode)
+        undo.unlink()
+    _fsync_dir(real.parent)
+
+
+def _remove_temporaries(target: Path) -> None:
+    real = Path(os.path.realpath(target))
+    escaped = "".join(f"[{char}]" if char in "*?[" else char for char in real.name)
+    for leftover in real.parent.glob(f".{escaped}.*{TEMPORARY_SUFFIX}"):
+        leftover.unlink(missing_ok=True)
+
+
+def recover(root: str) -> Recovery | None:
+    """Roll back an interrupted transaction (caller holds the lock): every file of the journal
+    gets its bytes before the transaction back, its temporaries are removed, then the manifest."""
+    directory = state_dir(root)
+    if not (directory / "journal.json").exists():
+        return None
+    journal = _load_journal(directory)
     for entry in journal["writes"]:
         target = Path(root) / entry["relative"]
-        undo = directory / "undo" / entry["relative"]
+        _remove_temporaries(target)
         if entry["existed"]:
-            atomic_write(target, undo.read_bytes(), entry["mode"])
-        elif target.exists():
+            _put_back(directory / "undo" / entry["relative"], target, entry["mode"])
+        elif target.exists() or target.is_symlink():
             target.unlink()
-        restored += 1
+    manifest = directory / "manifest.json"
+    for leftover in directory.glob(f".*{TEMPORARY_SUFFIX}"):
+        leftover.unlink(missing_ok=True)
     if journal.get("manifest_existed"):
-        atomic_write(directory / "manifest.json", (directory / "undo.manifest.json").read_bytes())
-    elif (directory / "manifest.json").exists():
-        (directory / "manifest.json").unlink()
+        _put_back(directory / "undo.manifest.json", manifest, None)
+    else:
+        manifest.unlink(missing_ok=True)
     _finish(directory)
-    return restored
+    return Recovery(str(journal.get("command") or "rlpatch command"), len(journal["writes"]))
 
 
 def _finish(directory: Path) -> None:
+    # The journal goes first: once it is gone the transaction is over, whatever is left is litter.
     (directory / "journal.json").unlink(missing_ok=True)
+    with suppress(OSError):  # the transaction is over either way; a journal that comes back only replays it
+        _fsync_dir(directory)
+    _discard_undo(directory)
+
+
+def _discard_undo(directory: Path) -> None:
     shutil.rmtree(directory / "undo", ignore_errors=True)
     (directory / "undo.manifest.json").unlink(missing_ok=True)
 
@@ -310,34 +446,54 @@ def check_writable(root: str, writes: list[Write]) -> None:
             raise InputError(f"{target}: not writable (read-only tree?); nothing was written")
 
 
-def commit(root: str, writes: list[Write], manifest: Manifest) -> None:
+def commit(root: str, writes: list[Write], manifest: Manifest, command: str = "rlpatch command") -> None:
     """Write every file of the transaction and the new manifest, or (after a crash) none of them.
 
-    The caller holds the lock. Order: undo copies and the journal are made durable first, then
-    each file is replaced atomically, then the manifest; the journal is removed last.
+    The caller holds the lock. Order: undo copies (mode and owner of the file) and the journal
+    are made durable first, then each file is replaced atomically, then the manifest; the journal
+    is removed last. A write that fails (disk full, quota, I/O error) rolls back what was written
+    and raises a one-line InputError naming the file.
     """
     directory = state_dir(root)
-    undo_dir = directory / "undo"
+    try:
+        _prepare(root, directory, writes, command)
+    except OSError as err:
+        _finish(directory)
+        raise InputError(f"{err.filename}: cannot write ({err.strerror}); nothing was written") from None
+    try:
+        for write in writes:
+            target = Path(root) / write.relative
+            if write.data is None:
+                target.unlink(missing_ok=True)
+            else:
+                atomic_write(target, write.data, write.mode)
+            _pause_for_tests()
+        manifest.save()
+        _finish(directory)
+    except OSError as err:
+        try:
+            recover(root)
+        except OSError as again:
+            raise InputError(f"{err.filename}: cannot write ({err.strerror}), and the rollback failed too "
+                             f"({again.filename}: {again.strerror}); run any rlpatch command on {root} to finish it") from None
+        raise InputError(f"{err.filename}: cannot write ({err.strerror}); the tree was rolled back, nothing was changed") from None
+
+
+def _prepare(root: str, directory: Path, writes: list[Write], command: str) -> None:
+    """Undo copies of every file the transaction replaces or deletes, then the journal."""
     entries = []
     for write in writes:
         target = Path(root) / write.relative
         existed = target.exists()
-        mode = target.stat().st_mode if existed else None
+        mode = None
         if existed:
-            atomic_write(undo_dir / write.relative, target.read_bytes())
+            info = target.stat()
+            mode = info.st_mode
+            atomic_write(directory / "undo" / write.relative, target.read_bytes(), mode, (info.st_uid, info.st_gid))
         entries.append({"relative": write.relative, "existed": existed, "mode": mode})
     manifest_path = directory / "manifest.json"
     manifest_existed = manifest_path.exists()
     if manifest_existed:
         atomic_write(directory / "undo.manifest.json", manifest_path.read_bytes())
-    journal = {"writes": entries, "manifest_existed": manifest_existed}
+    journal = {"command": command, "writes": entries, "manifest_existed": manifest_existed}
     atomic_write(directory / "journal.json", json.dumps(journal).encode())
-    for write in writes:
-        target = Path(root) / write.relative
-        if write.data is None:
-            target.unlink(missing_ok=True)
-        else:
-            atomic_write(target, write.data, write.mode)
-        _pause_for_tests()
-    manifest.save()
-    _finish(directory)
