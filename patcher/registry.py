@@ -54,3 +54,11 @@ def linter() -> ModuleType:
     when it really lints.
     """
     return importlib.import_module("rlpatch.lint.api")
+
+
+def patcher() -> ModuleType:
+    """The patch wing's API (`rlpatch.patch.api`) for the linter's patch-state rules (RL605, RL607).
+
+    Imported on first use: it brings libcst, which only a lint that asks for a patch state pays for.
+    """
+    return importlib.import_module("rlpatch.patch.api")

@@ -1,15 +1,18 @@
-"""RL201: FSDP consistency runs need rollout TP equal to the GPUs per node (gen_tp >= cards).
+"""RL201: FSDP consistency runs need rollout tensor_model_parallel_size=1.
 
-To compare a training rank with an inference rank, every inference rank must correspond to one
-training rank of the same batch. With FSDP that only holds when one rollout replica spans the
-whole node: `actor_rollout_ref.rollout.tensor_model_parallel_size = trainer.n_gpus_per_node` and
-`rollout.data_parallel_size=1`. With `gen_tp < cards` several replicas each see a different slice
-of the batch and inference ranks cannot be paired with training ranks.
+`msprobe compare --consistent_check --backend fsdp` (26.2.0) joins the training side's q/k/v
+(and gate/up) outputs to compare them with vLLM's fused qkv_proj (gate_up_proj); it never joins
+inference tensor-parallel shards. An FSDP training rank holds every module's full activations, so
+each inference dump must hold full activations too: one rollout rank per replica,
+`actor_rollout_ref.rollout.tensor_model_parallel_size=1`. With TP > 1 every inference rank holds a
+slice of qkv_proj, o_proj, gate_up_proj ... and the compare sets a shard against the full tensor.
+Megatron runs are compared shard against shard: there the rollout TP must equal the training TP
+(actor `megatron.tensor_model_parallel_size`), which RL202 checks with PP and EP.
 """
 
 from __future__ import annotations
 
-from rlpatch.lint.checks import ints, pick, related_of
+from rlpatch.lint.checks import ints, related_of
 from rlpatch.lint.rule import Case, LintContext, LintRule
 from rlpatch.shell.defaults import ROLLOUT
 
@@ -21,29 +24,29 @@ class RolloutTpEqualsCards(LintRule):
     code = "RL201"
     severity = "error"
     modes = frozenset({"consistency"})
-    summary = "FSDP: rollout tensor_model_parallel_size must equal the GPUs per node"
+    summary = "FSDP: rollout tensor_model_parallel_size must be 1 (msprobe never joins inference TP shards)"
 
     VALID = [
-        Case(_PY + f"    {ROLLOUT}.tensor_model_parallel_size=8\n", options=_C),
+        Case(_PY + f"    {ROLLOUT}.tensor_model_parallel_size=1\n", options=_C),
         Case(_PY + f"    model_engine=megatron {ROLLOUT}.tensor_model_parallel_size=2\n", options=_C,
              note="Megatron: RL202 compares the parallel sizes item by item instead"),
         Case(_PY + f"    {ROLLOUT}.tensor_model_parallel_size=4\n", options={"mode": "inference"},
-             note="only consistency runs need paired ranks"),
+             note="only consistency runs are compared"),
     ]
     INVALID = [
-        Case(_PY + f"    {ROLLOUT}.tensor_model_parallel_size=4\n", options=_C, expect=[(3, 58)]),
-        Case(_PY + "    trainer.nnodes=1\n", options=_C, expect=[(2, 29)], note="verl's default rollout TP is 2"),
+        Case(_PY + f"    {ROLLOUT}.tensor_model_parallel_size=8\n", options=_C, expect=[(3, 58)]),
+        Case(_PY + "    trainer.nnodes=1\n", options=_C, expect=[(1, 12)], note="verl's default rollout TP is 2"),
     ]
 
     def check(self, ctx: LintContext) -> None:
         if ctx.run.megatron:
             return
-        values = ints(ctx, f"{ROLLOUT}.tensor_model_parallel_size", "trainer.n_gpus_per_node")
+        values = ints(ctx, f"{ROLLOUT}.tensor_model_parallel_size")
         if values is None:
             return
-        (tp, tp_setting), (cards, cards_setting) = values
-        if tp < cards:
-            at = pick(tp_setting, cards_setting)
-            ctx.report(f"rollout tensor_model_parallel_size={tp} < trainer.n_gpus_per_node={cards}: inference ranks "
-                       f"cannot be paired with training ranks; set tensor_model_parallel_size={cards} and "
-                       "rollout.data_parallel_size=1", at=at.span, related=related_of(tp_setting, cards_setting))
+        [(tp, setting)] = values
+        if tp != 1:
+            ctx.report(f"rollout tensor_model_parallel_size={tp}: msprobe's FSDP consistency compare joins the "
+                       "training q/k/v and gate/up outputs, never inference TP shards, so each inference rank must "
+                       f"hold the whole model; set {ROLLOUT}.tensor_model_parallel_size=1",
+                       at=setting.span, related=related_of(setting))

@@ -3,8 +3,13 @@
 The training side of a consistency dump comes from rlpatch's patch of verl's engine worker
 (`verl-engine-fsdp` / `verl-engine-megatron`). Without it the run trains normally and dumps
 nothing on the training side. The state comes from `rlpatch verify --format json --mode
-consistency` on the target tree (`--verl-root`, or the verl of `--python`); apply the patch with
-`rlpatch apply`. Likewise `MSPROBE_SGLANG_CONFIG` (and `_PREFILL`/`_DECODE`) is read only by
+consistency` on the target tree (`--verl-root`, or the verl of `--python`; asked in-process); apply
+the patch with `rlpatch apply`. A consistency run whose rollout is vLLM(-Ascend) is paired by the
+request ids rlpatch's `vllm-ascend-dispatch-logger` writes in the vLLM-Ascend tree
+(`--vllm-ascend-root`, else the vLLM-Ascend of `--python` or of this interpreter): without it
+the two sides can never be paired (an error); when no vLLM-Ascend tree is known while a verl tree
+is, RL605 says so as a warning that names `--vllm-ascend-root` (it does not pass silently). With no
+target at all (no root, no --python, nothing installed here) RL605 stays quiet, like every RL6xx. Likewise `MSPROBE_SGLANG_CONFIG` (and `_PREFILL`/`_DECODE`) is read only by
 rlpatch's SGLang ModelRunner patch (SGLang < 0.5.11): without it the rollout dumps nothing
 (`rlpatch verify --rules sglang-model-runner --sglang-root ...`, or the SGLang of `--python`).
 Only rules that run under the trainer the launch selects count (a v0-only tree is
@@ -27,6 +32,8 @@ _RUN1 = (
     "python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm \\\n"
     "    +actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config.dump_config_path=dump.json\n"
 )
+_UNPATCHED_VERL = versions_family.case_root("verl_engine")
+_UNPATCHED_VLLM_ASCEND = versions_family.case_root("vllm_ascend_runner")
 
 
 class VerlNotPatched(LintRule):
@@ -42,7 +49,10 @@ class VerlNotPatched(LintRule):
     )
     INVALID = (
         Case(_SGLANG_RUN, options={"extra": {"sglang_root": _UNPATCHED_SGLANG}}, expect=[(1, 30)]),
-        Case(_RUN1, options={"verl_root": versions_family.case_root("verl_engine")}, expect=[(2, 12)]),
+        Case(_RUN1, options={"verl_root": _UNPATCHED_VERL, "extra": {"vllm_ascend_root": _UNPATCHED_VLLM_ASCEND}},
+             expect=[(2, 12), (3, 86)], note="neither the verl engine patch nor the vLLM-Ascend dispatch logger"),
+        Case(_RUN1, options={"verl_root": _UNPATCHED_VERL, "extra": {"python": "/nonexistent/python3"}},
+             expect=[(2, 12), (3, 86)], note="no vLLM-Ascend tree known: a warning that names --vllm-ascend-root"),
     )
 
     def check(self, ctx: LintContext) -> None:
@@ -50,6 +60,8 @@ class VerlNotPatched(LintRule):
             self.check_sglang(ctx)
         if ctx.run.mode == "consistency":
             self.check_verl(ctx)
+            if ctx.run.rollout_backend == "vllm":
+                self.check_vllm_ascend(ctx)
 
     def check_sglang(self, ctx: LintContext) -> None:
         if not versions_family.target_given(ctx.options) and not versions_family.installed(ctx.options, "sglang").found:
@@ -87,3 +99,31 @@ class VerlNotPatched(LintRule):
             ctx.report(f"consistency run, but rlpatch verify finds {len(missing)} consistency patch rule(s) not in "
                        f"place in the target verl: {', '.join(missing)}; the dumps will not line up: run "
                        "rlpatch apply --mode consistency", at=ctx.run.entry_span)
+
+    def check_vllm_ascend(self, ctx: LintContext) -> None:
+        """The rollout side of the pair: rlpatch's dispatch logger in the vLLM-Ascend tree."""
+        options = ctx.options
+        if not versions_family.target_given(options) and not any(
+                versions_family.installed(options, project).found for project in ("verl", "vllm-ascend")):
+            return  # nothing named, nothing installed here: RL6xx stays quiet
+        setting = versions_family.dump_setting(ctx.run, versions_family.VLLM_DUMP_CONFIG_PATH) or \
+            versions_family.dump_setting(ctx.run, versions_family.VLLM_DUMP_CONFIG)
+        at = setting.span if setting else ctx.run.entry_span
+        reports, error = versions_family.verify_vllm_ascend_states(ctx)
+        root = options.extra.get("vllm_ascend_root")
+        if error and not root:
+            python = options.extra.get("python") or "this interpreter"
+            ctx.report("consistency run with a vLLM rollout, but no vLLM-Ascend tree to check for rlpatch's "
+                       f"{versions_family.VLLM_ASCEND_PATCH_RULE}, which logs the request ids that pair the two sides "
+                       f"(none given, none found for {python}): give --vllm-ascend-root ROOT", at=at, severity="warning")
+            return
+        if error:
+            ctx.report(f"cannot tell whether vLLM-Ascend has rlpatch's dispatch logger (RL605 not checked): {error}",
+                       at=at, severity="info", code="RL002")
+            return
+        missing = [r for r in reports if r["state"] not in ("applied", "not-applicable")]  # too old: RL603's
+        if missing:
+            where = root or "ROOT"
+            ctx.report(f"consistency run with a vLLM rollout, but {missing[0]['id']} is {missing[0]['state']} in the "
+                       "target vLLM-Ascend: it writes no dispatch_log.jsonl, so the inference dumps can never be paired "
+                       f"with the training ones; run rlpatch apply --mode consistency --vllm-ascend-root {where}", at=at)

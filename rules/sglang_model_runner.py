@@ -233,7 +233,7 @@ class SglangModelRunner(PatchRule):
 
     def gate(self, target: Target) -> Gate:
         if (target.version is not None and target.version >= NATIVE_FROM) or native_support(target.root):
-            return Gate("not-applicable", NATIVE_MESSAGE)
+            return Gate("not-applicable", NATIVE_MESSAGE, native=True)
         if target.version is not None and target.version < FIRST_SUPPORTED:
             return Gate("warn", f"SGLang {target.version} is older than {FIRST_SUPPORTED}, the oldest release checked")
         return Gate.ok()

@@ -130,7 +130,11 @@ def test_verl_source_tree_on_pythonpath_only(venv, fixture_tree, monkeypatch):
     assert f"rlpatch apply --mode consistency --verl-root {tree}" in patches["message"]
     assert run_cli("apply", "--verl-root", str(tree)).exit_code == 0
     code, payload = doctor_json("--python", str(python), "--mode", "consistency")
-    assert code == 0 and verdict(payload, "patches")["level"] == "OK"
+    assert verdict(payload, "patches")["level"] == "OK"
+    # a consistency run also needs a rollout engine, which this target lacks (issue 18.6)
+    failing = [v for v in payload["verdicts"] if v["level"] == "FAIL"]
+    assert code == 1 and [v["check"] for v in failing] == ["imports"], failing
+    assert "cannot import vllm_ascend or sglang" in failing[0]["message"]
 
 
 def test_a_tree_first_on_sys_path_shadows_the_installed_verl(venv, fixture_tree, monkeypatch):
@@ -273,7 +277,7 @@ def test_ray_bad_address_is_one_line(tmp_path, monkeypatch):
 @pytest.mark.runtime
 def test_real_msprobe_in_this_venv():
     pytest.importorskip("msprobe")
-    code, payload = doctor_json("--python", sys.executable, "--mode", "training")
+    code, payload = doctor_json("--python", sys.executable)
     assert payload["packages"]["mindstudio-probe"]["version"] == "26.2.0"
     assert payload["packages"]["torch"]["location"]
     assert payload["msprobe_import"]["ok"] is True, payload["msprobe_import"]
@@ -288,3 +292,85 @@ def test_fixture_tree_is_untouched_by_doctor(venv, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(FIXTURES / "verl_engine"))
     doctor("--python", str(python), "--mode", "consistency")
     assert snapshot(FIXTURES / "verl_engine") == before
+
+
+# --- verl's own example shape: `uv run` or python3, py_executable null (issue 18.6) -------------------
+
+VERL_EXAMPLE = FIXTURES / "doctor" / "run_grpo_uv_or_python.sh"
+
+
+@pytest.fixture
+def only_python3(tmp_path, monkeypatch):
+    """A PATH whose `python3` is the given venv's and that has no `uv` (this machine's case)."""
+
+    def use(python: Path) -> Path:
+        bin_dir = tmp_path / "pathbin"
+        bin_dir.mkdir(exist_ok=True)
+        wrapper = bin_dir / "python3"  # a wrapper, not a symlink: a venv is known by its own bin/ folder
+        wrapper.write_text(f'#!/bin/sh\nexec {python} "$@"\n')
+        wrapper.chmod(0o755)
+        monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}/usr/bin{os.pathsep}/bin")
+        for name in ("VERL_USE_UV", "DEVICE", "INFER_BACKEND"):
+            monkeypatch.delenv(name, raising=False)
+        return bin_dir
+
+    return use
+
+
+def test_a_launcher_missing_here_is_a_fail_that_names_env(venv, only_python3):
+    only_python3(venv("example", stand_in_msprobe(), STAND_IN_TORCH))
+    code, payload = doctor_json("--script", str(VERL_EXAMPLE))
+    assert code == 1
+    launcher = verdict(payload, "launcher")
+    assert launcher["level"] == "FAIL" and "no uv" in launcher["message"] and "--env NAME=VALUE" in launcher["message"]
+    assert payload["interpreter"]["argv"][:2] == ["uv", "-v"]  # the workers' launcher on the uv path
+    assert payload["packages"] == {} and any(v["check"].startswith("lint") for v in payload["verdicts"])
+
+
+@pytest.mark.parametrize("env", ["VERL_USE_UV=0", "DEVICE=npu"])
+def test_env_chooses_the_path_and_py_executable_null_is_the_drivers_python(venv, only_python3, env):
+    python = venv("example", stand_in_msprobe(), STAND_IN_TORCH)
+    only_python3(python)
+    code, payload = doctor_json("--script", str(VERL_EXAMPLE), "--env", env)
+    assert payload["interpreter"]["argv"] == ["python3"]
+    assert payload["interpreter"]["prefix"] == str(python.parent.parent)  # the venv behind PATH's python3
+    workers = verdict(payload, "workers-python")
+    assert workers["level"] == "OK" and "py_executable=null" in workers["message"]
+    assert payload["interpreter"]["executable"] in workers["message"]
+    assert code == 0, payload["verdicts"]
+
+
+def test_env_needs_a_script_and_a_pair():
+    _one_line_error(doctor("--env", "A=1"), "--env", "--script")
+    _one_line_error(doctor("--script", str(VERL_EXAMPLE), "--env", "NOEQUALS"), "--env", "KEY=VALUE")
+
+
+def test_a_dump_mode_needs_verl_and_the_rollout_engine(venv, tmp_path):
+    python = venv("noverl", stand_in_msprobe(), STAND_IN_TORCH)
+    code, payload = doctor_json("--python", str(python), "--mode", "training")
+    imports = [v for v in payload["verdicts"] if v["check"] == "imports"]
+    assert code == 1 and [v["level"] for v in imports] == ["FAIL"] and "cannot import verl" in imports[0]["message"]
+
+    verl = {"verl/__init__.py": "", "verl/version/version": "0.9.1\n"}
+    python = venv("verlonly", stand_in_msprobe(), STAND_IN_TORCH, verl)
+    script = tmp_path / "run.sh"
+    script.write_text(f"{python} -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=sglang trainer.nnodes=1\n")
+    code, payload = doctor_json("--script", str(script), "--mode", "inference")
+    failing = [v for v in payload["verdicts"] if v["check"] == "imports" and v["level"] == "FAIL"]
+    assert code == 1 and len(failing) == 1, payload["verdicts"]
+    assert "cannot import sglang (the script's rollout.name=sglang)" in failing[0]["message"]
+    assert doctor_json("--python", str(python), "--mode", "training")[0] == 0  # training needs verl only
+
+
+def test_the_scripts_pythonpath_sitecustomize_runs_in_the_probe(venv, tmp_path, fixture_tree):
+    """doctor starts the script's launcher with the script's PYTHONPATH: a sitecustomize there runs
+    first, as it does for the real run (here it puts a verl tree on sys.path)."""
+    python = venv("site", stand_in_msprobe(), STAND_IN_TORCH)
+    tree = fixture_tree("verl_engine")
+    site = tmp_path / "hooks"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(f"import sys\nsys.path.append({str(tree)!r})\nprint('site hook says hello')\n")
+    script = tmp_path / "run.sh"
+    script.write_text(f"export PYTHONPATH={site}\n{python} -m verl.trainer.main_ppo trainer.nnodes=1\n")
+    code, payload = doctor_json("--script", str(script))
+    assert payload["packages"]["verl"]["location"] == str(tree / "verl")

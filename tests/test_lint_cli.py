@@ -236,7 +236,7 @@ def test_detect_json_contract(repo: Path) -> None:
 def test_rule_docs() -> None:
     code, out, _ = rlpatch("rule", "RL201")
     assert code == 0 and out.startswith("RL201 (E, consistency): ")
-    assert "Bad:" in out and "Good:" in out and "tensor_model_parallel_size=4" in out
+    assert "Bad:" in out and "Good:" in out and "tensor_model_parallel_size=8" in out
     code, out, _ = rlpatch("rule")
     from rlpatch.lint.engine import rule_classes
 

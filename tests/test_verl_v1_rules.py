@@ -181,16 +181,20 @@ def test_detect_shows_the_trainer(tmp_path, entry: str, extra: str, version: str
 
 
 @pytest.mark.upstream
-def test_lint_requires_a_covered_trainer_on_a_real_release(verl_tree, tmp_path) -> None:
+def test_lint_requires_a_covered_trainer_on_a_real_release(verl_tree, tmp_path, fixture_tree) -> None:
     tree = verl_tree("0.9.1")
     assert run_cli("apply", "--verl-root", str(tree), "--rules", OLD_SET).exit_code == 0
+    # the rollout side is in place, so RL605 speaks of the verl tree only
+    vllm_ascend = fixture_tree("vllm_ascend_runner")
+    assert run_cli("apply", "--mode", "consistency", "--vllm-ascend-root", str(vllm_ascend)).exit_code == 0
     script = tmp_path / "run.sh"
     launch = ("export DUMP_ON=1 PROMPTS_ONLY=1\npython3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm "
               "+actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config.dump_config_path=d.json{}\n")
 
     def findings(extra: str) -> list[str]:
         script.write_text(launch.format(extra))
-        result = run_cli("lint", "--format", "json", "--select", "RL605,RL607", "--verl-root", str(tree), str(script))
+        result = run_cli("lint", "--format", "json", "--select", "RL605,RL607", "--verl-root", str(tree),
+                         "--vllm-ascend-root", str(vllm_ascend), str(script))
         return [f"{finding['code']}: {finding['message']}" for finding in json.loads(result.stdout)]
 
     default = findings("")

@@ -15,9 +15,24 @@ import click
 
 from rlpatch.cluster.options import ray_options
 from rlpatch.doctor import probe
-from rlpatch.doctor.target import ScriptFacts, current_interpreter, python_option, read_script
-from rlpatch.doctor.verdicts import RunFacts, Verdict, lint_verdicts, msprobe_verdicts, patch_verdicts, version_verdicts
-from rlpatch.errors import EXIT_OK, EXIT_REFUSED
+from rlpatch.doctor.target import (
+    ScriptFacts,
+    absent_launcher,
+    current_interpreter,
+    env_option,
+    python_option,
+    read_script,
+)
+from rlpatch.doctor.verdicts import (
+    RunFacts,
+    Verdict,
+    import_verdicts,
+    lint_verdicts,
+    msprobe_verdicts,
+    patch_verdicts,
+    version_verdicts,
+)
+from rlpatch.errors import EXIT_OK, EXIT_REFUSED, InputError
 
 STAGE2_TIMEOUT_S = 120.0
 
@@ -27,6 +42,8 @@ STAGE2_TIMEOUT_S = 120.0
               help="The interpreter that runs verl, or a launcher prefix ('uv run --frozen python3'); default: the script's launcher, else this one.")
 @click.option("--script", type=str, metavar="RUN.SH", help="The launch script: its launcher, working directory, env and lint findings.")
 @click.option("--mode", type=click.Choice(["training", "inference", "consistency"]), help="The dump mode (default: the script's).")
+@click.option("--env", "env", multiple=True, metavar="K=V",
+              help="A variable the script starts with (repeatable): it chooses the script's path, as `K=V bash run.sh` would.")
 @click.option("--install", is_flag=True, help="Install mindstudio-probe with the target's own pip when it is missing, then check again.")
 @click.option("--timeout", type=click.FloatRange(min=1), default=STAGE2_TIMEOUT_S, show_default=True, metavar="S",
               help="Seconds the real msprobe import may take in the target.")
@@ -38,7 +55,10 @@ def doctor_cmd(**options: Any) -> int:
         from rlpatch.cluster.driver import run_on_cluster  # imports ray: only with --ray
 
         return run_on_cluster(click.get_current_context())
-    script = read_script(options["script"]) if options.get("script") else None
+    given_env = env_option(options.get("env") or ())
+    if given_env and not options.get("script"):
+        raise InputError("--env: give --script too (it sets the environment the script starts with)")
+    script = read_script(options["script"], given_env) if options.get("script") else None
     report = examine(options, script)
     if options["install"]:
         report = install(options, script, report)
@@ -71,6 +91,8 @@ def run_facts(options: dict[str, Any], script: ScriptFacts | None) -> RunFacts:
 def examine(options: dict[str, Any], script: ScriptFacts | None) -> dict[str, Any]:
     """Probe the target (two stages) and turn what it says into verdicts."""
     target = target_of(options, script)
+    if script is not None and not options.get("python") and (absent := absent_launcher(target)):
+        return unreachable(options, script, target, absent)
     found = probe.environment(target)
     packages = found["packages"]
     if (packages.get("mindstudio-probe") or {}).get("location"):
@@ -79,15 +101,16 @@ def examine(options: dict[str, Any], script: ScriptFacts | None) -> dict[str, An
         imported = {"ok": False, "cause": "msprobe", "error": "No module named 'msprobe'", "missing": "msprobe"}
     facts = run_facts(options, script)
     verdicts: list[Verdict] = msprobe_verdicts(packages, imported, target.display)
+    verdicts += import_verdicts(packages, facts, target.display)
     verdicts += version_verdicts(packages, facts)
     verdicts += shadow_verdicts(packages)
-    if script is not None and script.workers is not None and not options.get("python"):
+    if script is not None and not options.get("python"):
         verdicts += driver_verdicts(script, found)
     patched, trees = patch_verdicts(packages, facts.mode)
     verdicts += patched
     findings: list[dict[str, Any]] = []
     if script is not None:
-        linted, findings = lint_verdicts(script.path, options.get("mode"), packages)
+        linted, findings = lint_verdicts(script.path, options.get("mode"), packages, env_option(options.get("env") or ()))
         verdicts += linted
     failed = any(verdict.level == "FAIL" for verdict in verdicts)
     return {
@@ -115,9 +138,35 @@ def shadow_verdicts(packages: dict[str, Any]) -> list[Verdict]:
     return found
 
 
+def unreachable(options: dict[str, Any], script: ScriptFacts, target: probe.Interpreter, absent: str) -> dict[str, Any]:
+    """The script's launcher is not on this machine (`uv` on the path the script takes): a FAIL, with
+    how to check another path of the script; the lint verdicts still come."""
+    verdicts = [Verdict("FAIL", "launcher", f"{target.chosen_by} starts `{target.display}`, but this machine has no "
+                        f"{absent}: the script cannot run here on this path; choose the path that runs here with "
+                        "--env NAME=VALUE (the variables its `if` tests), or name the interpreter with --python")]
+    linted, findings = lint_verdicts(script.path, options.get("mode"), {}, env_option(options.get("env") or ()))
+    verdicts += linted
+    facts = run_facts(options, script)
+    return {
+        "interpreter": {"argv": list(target.argv), "chosen_by": target.chosen_by, "executable": None, "python": None,
+                        "prefix": None, "cwd": target.cwd},
+        "mode": facts.mode, "packages": {}, "verdicts": [verdict.as_json() for verdict in verdicts], "trees": [],
+        "msprobe_import": {"ok": False, "cause": "launcher", "error": f"{absent}: not found", "missing": None},
+        "lint": findings, "exit_code": EXIT_REFUSED,
+    }
+
+
 def driver_verdicts(script: ScriptFacts, workers_found: dict[str, Any]) -> list[Verdict]:
     """verl >= 0.9.1 starts its Ray workers with `py_executable`: say when it is not the driver's Python."""
-    chosen_by = script.workers.chosen_by if script.workers else "py_executable"
+    if script.workers is None:
+        if script.workers_null_at is None:
+            return []
+        return [Verdict("OK", "workers-python", f"{script.workers_null_at}: py_executable=null, so the Ray workers run "
+                        f"Ray's default, the driver's Python {workers_found['executable']}")]
+    chosen_by = script.workers.chosen_by
+    if absent := absent_launcher(script.driver):
+        return [Verdict("FAIL", "launcher", f"{script.driver.chosen_by} starts `{script.driver.display}`, but this machine "
+                        f"has no {absent}: choose the path that runs here with --env NAME=VALUE, or use --python")]
     driver = probe.environment(script.driver)
     # A venv's python is a symlink to its base interpreter: its sys.prefix, not the file, tells them apart.
     if (driver["prefix"], driver["executable"]) == (workers_found["prefix"], workers_found["executable"]):
@@ -145,15 +194,19 @@ def install(options: dict[str, Any], script: ScriptFacts | None, report: dict[st
 
 def render_text(report: dict[str, Any]) -> str:
     interpreter = report["interpreter"]
+    where = (f"  Python {interpreter['python']} at {interpreter['executable']}" if interpreter["executable"]
+             else "  not started: its launcher is not on this machine")
     lines = [f"target: {' '.join(interpreter['argv'])} ({interpreter['chosen_by']})",
-             f"  Python {interpreter['python']} at {interpreter['executable']}; working directory {interpreter['cwd']}",
+             f"{where}; working directory {interpreter['cwd']}",
              f"  mode: {report['mode'] or 'not given (pass --mode or --script for its checks)'}", "packages:"]
     for name, package in report["packages"].items():
         version = package.get("version") or ("absent" if not package.get("location") else "unknown version")
         where = package.get("location") or ""
         lines.append(f"  {name:<17} {version:<16} {where}".rstrip())
     imported = report["msprobe_import"]
-    if imported.get("ok"):
+    if imported.get("cause") == "launcher":
+        lines.append("msprobe import: not tried (the launcher is missing)")
+    elif imported.get("ok"):
         lines.append("msprobe import: OK (from msprobe.pytorch import PrecisionDebugger)")
     else:
         module = imported.get("missing")

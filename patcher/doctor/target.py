@@ -36,7 +36,8 @@ class ScriptFacts:
     run: Run
     launch_at: str  # file:line of the verl command
     driver: Interpreter  # the launcher of the verl command
-    workers: Interpreter | None  # `py_executable`, when the script sets it
+    workers: Interpreter | None  # `py_executable`, when the script sets it to an interpreter
+    workers_null_at: str | None = None  # `py_executable=null` (Ray's default: the driver's Python), where
 
 
 def python_option(text: str, cwd: str | None, env: dict[str, str]) -> Interpreter:
@@ -59,29 +60,57 @@ def current_interpreter() -> Interpreter:
     return Interpreter((sys.executable,), "this rlpatch's Python (no --python, no --script)")
 
 
-def read_script(path: str) -> ScriptFacts:
-    """The verl launch of `path` and the interpreters it starts."""
+def env_option(pairs: tuple[str, ...] | list[str]) -> dict[str, str]:
+    """`--env K=V` (repeatable), spelled as `rlpatch lint` and `rlpatch gen` take it."""
+    env = {}
+    for pair in pairs:
+        name, eq, value = pair.partition("=")
+        if not eq or not name:
+            raise InputError(f"--env: expected KEY=VALUE, got {pair!r}")
+        env[name] = value
+    return env
+
+
+def read_script(path: str, given_env: dict[str, str] | None = None) -> ScriptFacts:
+    """The verl launch of `path` and the interpreters it starts, the script started from this shell's
+    environment plus `given_env` (`--env`: it picks the path of an `if` as `K=V bash run.sh` would)."""
     source = SourceFile.read(path)
     folder = str(Path(path).resolve().parent)
+    given_env = given_env or {}
     # The script starts from this shell's environment, where an unset PYTHONPATH is empty, not unknown.
-    start_env = {**{name: "" for name in PASSED_ENV}, **os.environ, "PWD": folder}
+    start_env = {**{name: "" for name in PASSED_ENV}, **os.environ, "PWD": folder, **given_env}
     evaluation = evaluate_source(source, Options(env=start_env))
     if not evaluation.launches:
         raise InputError(f"{path}: no verl launch found (pass --python to say which interpreter runs verl)")
     launch = evaluation.launches[0]
     where = f"{path}:{launch.command_span.line}"
-    env = {**os.environ, **exported_env(launch)}
+    env = {**os.environ, **given_env, **exported_env(launch)}
     driver = Interpreter(tuple(launcher_python(launch, where)), f"the launcher of the verl command at {where}", folder,
                          tuple(sorted(env.items())))
     run = Run.from_launch(launch, source.path, NEWEST_VERL)
-    workers = None
+    workers, null_at = None, None
     setting = run.setting(PY_EXECUTABLE_KEY)
-    if setting.is_set:
+    if setting.is_set and setting.known and setting.is_null():
+        # verl hands `null` to ray.init, and Ray drops a None key: the workers run Ray's default, the driver's Python.
+        null_at = f"{path}:{setting.span.line}"
+    elif setting.is_set:
         if not setting.known or not setting.value:
-            raise InputError(f"{path}:{setting.span.line}: {PY_EXECUTABLE_KEY} is not known statically; pass --python")
+            raise InputError(f"{path}:{setting.span.line}: {PY_EXECUTABLE_KEY} is not known statically; pass --python "
+                             "or --env for the variables it comes from")
         workers = Interpreter(tuple(shlex.split(setting.value)), f"{PY_EXECUTABLE_KEY} at {path}:{setting.span.line}",
                               folder, driver.env)
-    return ScriptFacts(path, run, where, driver, workers)
+    return ScriptFacts(path, run, where, driver, workers, null_at)
+
+
+def absent_launcher(interpreter: Interpreter) -> str | None:
+    """The first word of `interpreter` when this machine has no such program (`uv` not installed)."""
+    import shutil
+
+    program = interpreter.argv[0]
+    path = dict(interpreter.env).get("PATH") if interpreter.env else None
+    if os.sep in program:
+        return None if os.path.exists(program) else program
+    return None if shutil.which(program, path=path) else program
 
 
 def exported_env(launch: Launch) -> dict[str, str]:

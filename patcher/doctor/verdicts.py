@@ -141,9 +141,13 @@ def root_options(packages: dict[str, Any]) -> list[str]:
     return found
 
 
-def lint_verdicts(script: str, mode: str | None, packages: dict[str, Any]) -> tuple[list[Verdict], list[dict[str, Any]]]:
-    """The script's findings from `rlpatch lint`, with the versions of the trees the target imports."""
-    argv = ["lint", "--format", "json", *root_options(packages), *(["--mode", mode] if mode else []), script]
+def lint_verdicts(script: str, mode: str | None, packages: dict[str, Any],
+                  env: dict[str, str] | None = None) -> tuple[list[Verdict], list[dict[str, Any]]]:
+    """The script's findings from `rlpatch lint` on the path doctor checked (`--env`), with the
+    versions of the trees the target imports."""
+    # the shell environment doctor read the script with (`--use-env`), and `--env` over it: the same path
+    given = ["--use-env", *(f"--env={name}={value}" for name, value in (env or {}).items())]
+    argv = ["lint", "--format", "json", *root_options(packages), *(["--mode", mode] if mode else []), *given, script]
     code, out, err = capture(argv)
     try:
         findings = json.loads(out)
@@ -155,3 +159,38 @@ def lint_verdicts(script: str, mode: str | None, packages: dict[str, Any]) -> tu
     level = {"error": "FAIL", "warning": "WARN", "info": "WARN"}
     return [Verdict(level.get(f["severity"], "WARN"), f"lint {f['code']}", f"{f['file']}:{f['line']}: {f['message']}")
             for f in findings], findings
+
+
+# The rollout engine of each `rollout.name` as the target must import it (distribution names).
+ROLLOUT_ENGINES = {"vllm": "vllm-ascend", "sglang": "sglang"}
+MODULE_OF = {"verl": "verl", "vllm-ascend": "vllm_ascend", "sglang": "sglang"}
+
+
+def import_verdicts(packages: dict[str, Any], run: RunFacts, python: str) -> list[Verdict]:
+    """In a dump mode the target must import verl, and for inference/consistency the rollout engine the
+    script chooses (vLLM-Ascend for `rollout.name=vllm`, SGLang; either one without a script)."""
+    if run.mode not in ("training", "inference", "consistency"):
+        return []
+
+    def located(name: str) -> bool:
+        return bool((packages.get(name) or {}).get("location"))
+
+    found = []
+    if located("verl"):
+        found.append(Verdict("OK", "imports", f"verl {version_of(packages, 'verl') or '?'} at {packages['verl']['location']}"))
+    else:
+        found.append(Verdict("FAIL", "imports", f"{python} cannot import verl: a {run.mode} run needs it (install verl "
+                             "there, or put its tree on the script's PYTHONPATH)"))
+    if run.mode == "training":
+        return found
+    wanted = [ROLLOUT_ENGINES[run.rollout]] if run.rollout in ROLLOUT_ENGINES else list(ROLLOUT_ENGINES.values())
+    present = [name for name in wanted if located(name)]
+    if present:
+        found += [Verdict("OK", "imports", f"{name} {version_of(packages, name) or '?'} at {packages[name]['location']}")
+                  for name in present]
+    elif not (run.rollout == "vllm" and located("vllm")):  # vLLM without vLLM-Ascend: the "vllm-ascend" verdict says it
+        engines = " or ".join(MODULE_OF[name] for name in wanted)
+        chosen = f"the script's rollout.name={run.rollout}" if run.rollout in ROLLOUT_ENGINES else "no script names the rollout"
+        found.append(Verdict("FAIL", "imports", f"{python} cannot import {engines} ({chosen}): a {run.mode} run dumps "
+                             "the rollout there; install it in that interpreter"))
+    return found

@@ -3,7 +3,9 @@
 msprobe checks every argument that starts with `-` against an allow-list: `--backend=fsdp` fails
 (exit 1) and `--target-path`/`--golden-path` fail (exit 2), so the flags are separate tokens, the
 short `-tp`/`-gp`/`-o` forms, `-tp` the training side and `-gp` the inference side. It runs as
-`<python> -m msprobe.msprobe` in the target interpreter, never a `msprobe` found on PATH.
+`<python> -m msprobe.msprobe` in the target interpreter, never a `msprobe` found on PATH. With
+`--backend fsdp`, `dumps compare` points `-tp` at rlpatch's FSDP-named copy of the training dump when
+it needs one (`rlpatch.dumps.mapping`), so the command it runs can differ from the planned one.
 """
 
 from __future__ import annotations

@@ -4,13 +4,18 @@ msprobe is never imported here: it runs as `<python> -m msprobe.msprobe compare`
 pair, up to the CPU count at once: each compare is CPU-bound in its own interpreter, so threads
 that wait on subprocesses are enough). Its CSV (`compare_result_{timestamp}.csv`) has one row per
 tensor in the training dump's forward order; rows whose other side is `N/A` were not matched and
-are left out of the counts. `Result` is `pass`/`warning`/`error`.
+are left out of the counts. `Result` is `pass`/`warning`/`error`. A compare in which no forward
+row matched compared nothing: it is a failure, never a clean result.
+
+With `--backend fsdp` the training dump goes through rlpatch's FSDP name mapping first
+(`rlpatch.dumps.mapping`: FSDP2 names, FSDP1's wrapped root), and msprobe reads the mapped copy.
 """
 
 from __future__ import annotations
 
 import csv
 import glob
+import json
 import os
 import subprocess
 import sys
@@ -18,8 +23,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
-from rlpatch.dumps.command import planned_commands
+from rlpatch.dumps.command import compare_argv, planned_commands
 from rlpatch.dumps.correlate import Pair
+from rlpatch.dumps.mapping import map_training_dump
 
 NOT_MATCHED = "N/A"
 RESULTS = ("pass", "warning", "error")
@@ -53,6 +59,7 @@ class PairResult:
     exit_code: int | None = None
     csv_path: str | None = None
     rows: list[Row] = field(default_factory=list)
+    unmatched: int = 0
     error: str | None = None
 
     @property
@@ -92,6 +99,7 @@ class PairResult:
             "exit_code": self.exit_code,
             "csv": self.csv_path,
             "rows": self.counts,
+            "unmatched": self.unmatched,
             "first_difference": None if first is None else {
                 "name": first.name, "module": first.module, "result": first.result,
                 "metrics": first.metrics, "message": first.message},
@@ -110,17 +118,26 @@ def _number(text: str | None) -> float | None:
 
 def read_compare_csv(path: str) -> list[Row]:
     """The matched forward rows of one compare CSV, in its (forward) order."""
-    rows = []
+    return read_compare_rows(path)[0]
+
+
+def read_compare_rows(path: str) -> tuple[list[Row], int]:
+    """The matched forward rows of one compare CSV, in its (forward) order, and how many forward
+    rows of either side were not matched."""
+    rows, unmatched = [], 0
     with open(path, encoding="utf-8", newline="") as handle:
         for record in csv.DictReader(handle):
             name, bench = record.get("NPU Name") or NOT_MATCHED, record.get("Bench Name") or NOT_MATCHED
-            if NOT_MATCHED in (name, bench) or ".backward." in name:
+            if ".backward." in name or ".backward." in bench:
+                continue
+            if NOT_MATCHED in (name, bench):
+                unmatched += 1
                 continue
             metrics = {key: record[key] for key in TENSOR_METRICS + STATISTICS_METRICS
                        if record.get(key) not in (None, "", NOT_MATCHED)}
             rows.append(Row(name, (record.get("Result") or "").strip().lower(), metrics,
                             (record.get("Err_message") or "").strip()))
-    return rows
+    return rows, unmatched
 
 
 def plan(pairs: list[Pair], backend: str, out: str, python: list[str]) -> list[PairResult]:
@@ -131,6 +148,8 @@ def plan(pairs: list[Pair], backend: str, out: str, python: list[str]) -> list[P
 def run_one(result: PairResult) -> PairResult:
     """Run one compare; its output goes to `{out}/msprobe_compare.log`, the newest new CSV is read."""
     os.makedirs(result.out, exist_ok=True)
+    if not _map_training_side(result):
+        return result
     before = set(glob.glob(os.path.join(result.out, "compare_result_*.csv")))
     log_path = os.path.join(result.out, LOG_NAME)
     try:
@@ -143,14 +162,55 @@ def run_one(result: PairResult) -> PairResult:
     result.exit_code = completed.returncode
     new = sorted(set(glob.glob(os.path.join(result.out, "compare_result_*.csv"))) - before, key=os.path.getmtime)
     if completed.returncode != 0 or not new:
-        result.error = f"msprobe compare exited {completed.returncode} without a result ({_last_line(log_path)})"
+        result.error = (f"msprobe compare exited {completed.returncode} without a result ({_last_line(log_path)})"
+                        + _level_hint(result.pair))
         return result
     result.csv_path = new[-1]
     try:
-        result.rows = read_compare_csv(result.csv_path)
+        result.rows, result.unmatched = read_compare_rows(result.csv_path)
     except (OSError, csv.Error, UnicodeDecodeError) as err:
         result.error = f"{result.csv_path}: unreadable ({err})"
+        return result
+    if not result.rows:
+        result.error = (f"no forward row matched ({result.unmatched} unmatched, every Bench Name N/A): msprobe "
+                        "paired no training module with an inference module, nothing was compared")
     return result
+
+
+def _map_training_side(result: PairResult) -> bool:
+    """With `--backend fsdp`, point `-tp` at rlpatch's FSDP-named copy of the training dump when
+    it needs one; False (with the error set) when the training dump cannot be read."""
+    if "--backend" not in result.argv or result.argv[result.argv.index("--backend") + 1] != "fsdp":
+        return True
+    try:
+        mapped = map_training_dump(result.pair.train.path, result.out)
+    except (OSError, ValueError, UnicodeDecodeError) as err:
+        result.error = f"{result.pair.train.path}: cannot map its FSDP names ({err})"
+        return False
+    if mapped is not None:
+        head = result.argv[:result.argv.index("-m")]
+        result.argv = compare_argv(mapped, result.pair.infer.path, "fsdp", result.out, head)
+    return True
+
+
+def _level_hint(pair: Pair) -> str:
+    """Why a compare of dumps not made at level L0 fails (msprobe's message does not say)."""
+    found = (_dump_level(pair.train.path), _dump_level(pair.infer.path))
+    levels = {level for level in found if level is not None and level != "L0"}
+    if not levels:
+        return ""
+    return (f"; the dumps are at level {'/'.join(sorted(levels))}: msprobe --consistent_check compares only "
+            "level L0 dumps (a mix dump fails with 'Conflicting comparison data'); collect with \"level\": \"L0\"")
+
+
+def _dump_level(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            document = json.load(handle)
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    level = document.get("level") if isinstance(document, dict) else None
+    return level if isinstance(level, str) else None
 
 
 def _last_line(log_path: str) -> str:

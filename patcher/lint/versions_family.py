@@ -4,14 +4,13 @@ Versions come from `rlpatch.upstream.envprobe` (metadata and version files, noth
 root (`--verl-root`, `--sglang-root`, `--vllm-ascend-root`) first, then the interpreter that will
 run verl (`--python`, default: this one). mindstudio-probe is looked up beside SGLang or
 vLLM-Ascend when their root is a site-packages directory (one environment holds both). RL605
-asks the patch engine through `rlpatch verify --format json` in a subprocess: the linter itself
-never imports libcst.
+asks the patch wing's api (`rlpatch verify --format json`, in-process) through the registry, imported
+only when a consistency or SGLang-dump run has a tree to check: the plain lint path never imports libcst.
 """
 
 from __future__ import annotations
 
 import os
-import sys
 from typing import TYPE_CHECKING, Any
 
 from rlpatch.lint.rule import FIXTURES_ROOT, LintContext, LintOptions, Skipped
@@ -89,63 +88,62 @@ def dump_setting(run: Run, key: str) -> Setting | None:
     return None
 
 
-# ---- RL605: the patch state, from `rlpatch verify --format json`
+# ---- RL605: the patch state, from the patch wing's api (`rlpatch verify --format json`, in-process)
+
+VLLM_ASCEND_PATCH_RULE = "vllm-ascend-dispatch-logger"  # logs the request ids a consistency pair needs
 
 
 def verify_states(ctx: LintContext, backend: str) -> tuple[list[dict[str, Any]], str | None]:
     """(rule reports, error) of `rlpatch verify --mode consistency --backend B` for the target verl."""
     options = ctx.options
-    command = [sys.executable, "-m", "rlpatch.cli", "verify", "--format", "json", "--mode", "consistency",
-               "--backend", backend]
-    if options.verl_root:
-        command += ["--verl-root", os.path.realpath(options.verl_root)]
-    elif options.extra.get("python"):
-        command += ["--python", options.extra["python"]]
-    return _cached_verify(options, ("verify", backend), command)
+    where = {"verl_root": os.path.realpath(options.verl_root)} if options.verl_root else {"python": options.extra.get("python")}
+    return _cached_verify(options, ("verify", backend), "verl", mode="consistency", backend=backend, **where)
 
 
 def verify_sglang_states(ctx: LintContext) -> tuple[list[dict[str, Any]], str | None]:
-    """(rule reports, error) of `rlpatch verify --mode inference` for the target SGLang (the
+    """(rule reports, error) of `rlpatch verify --rules sglang-model-runner` for the target SGLang (the
     ModelRunner patch that reads MSPROBE_SGLANG_CONFIG)."""
-    options = ctx.options
-    command = [sys.executable, "-m", "rlpatch.cli", "verify", "--format", "json", "--rules", SGLANG_PATCH_RULE]
-    root = options.extra.get("sglang_root")
-    if root:
-        command += ["--sglang-root", os.path.realpath(root)]
-    elif options.extra.get("python"):
-        command += ["--python", options.extra["python"]]
-    return _cached_verify(options, ("verify", "sglang"), command)
+    root = ctx.options.extra.get("sglang_root")
+    where = {"sglang_root": os.path.realpath(root)} if root else {"python": ctx.options.extra.get("python")}
+    return _cached_verify(ctx.options, ("verify", "sglang"), "sglang", rule_ids=SGLANG_PATCH_RULE, **where)
 
 
-def _cached_verify(options: LintOptions, key: tuple[str, str], command: list[str]) -> tuple[list[dict[str, Any]], str | None]:
-    cache = _cache(options)
-    if key not in cache:
-        cache[key] = _run_verify(command)
-    rules, error, _ = cache[key]
-    return rules, error
+def verify_vllm_ascend_states(ctx: LintContext) -> tuple[list[dict[str, Any]], str | None]:
+    """(rule reports, error) of `rlpatch verify --rules vllm-ascend-dispatch-logger` for the target
+    vLLM-Ascend (`--vllm-ascend-root`, else the tree `--python` or this interpreter imports)."""
+    root = ctx.options.extra.get("vllm_ascend_root")
+    where = {"vllm_ascend_root": os.path.realpath(root)} if root else {"python": ctx.options.extra.get("python")}
+    return _cached_verify(ctx.options, ("verify", "vllm-ascend"), "vllm_ascend", rule_ids=VLLM_ASCEND_PATCH_RULE, **where)
 
 
 def verify_trainers(ctx: LintContext, backend: str) -> tuple[list[dict[str, Any]], str | None]:
-    """(per-trainer coverage, error) from the same `rlpatch verify` as verify_states (run once)."""
+    """(per-trainer coverage, error) from the same verify as verify_states (run once)."""
     verify_states(ctx, backend)
     _, error, trainers = _cache(ctx.options)[("verify", backend)]
     return trainers, error
 
 
-def _run_verify(command: list[str]) -> tuple[list[dict[str, Any]], str | None, list[dict[str, Any]]]:
-    import json
-    import subprocess  # here: only a consistency run with a target asks `rlpatch verify`
+def _cached_verify(options: LintOptions, key: tuple[str, str], package: str, **arguments: Any) -> tuple[list[dict[str, Any]], str | None]:
+    cache = _cache(options)
+    if key not in cache:
+        cache[key] = _run_verify(package, arguments)
+    rules, error, _ = cache[key]
+    return rules, error
+
+
+def _run_verify(package: str, arguments: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None, list[dict[str, Any]]]:
+    """The patch wing answers in-process; it is imported only here (it brings libcst), so a lint that
+    never asks for a patch state never loads it."""
+    from rlpatch import registry
+    from rlpatch.errors import RlpatchError
 
     try:
-        result = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
-    except (OSError, subprocess.TimeoutExpired) as err:
-        return [], f"rlpatch verify did not run: {err}", []
-    try:
-        payload = json.loads(result.stdout)
-    except ValueError:
-        detail = (result.stderr.strip().splitlines() or ["no output"])[-1]
-        return [], detail.removeprefix("rlpatch: error: "), []
-    targets = payload.get("targets", [])
+        payload = registry.patcher().verify_payload(**arguments)
+    except RlpatchError as err:
+        return [], err.message, []
+    targets = [target for target in payload["targets"] if target["package"] == package]
+    if not targets:
+        return [], f"no {package} tree to check", []
     return ([rule for target in targets for rule in target.get("rules", [])], None,
             [entry for target in targets for entry in target.get("trainers", [])])
 

@@ -17,7 +17,7 @@ import click
 from rlpatch import registry
 from rlpatch.cluster.options import ray_options
 from rlpatch.errors import EXIT_OK, EXIT_REFUSED, InputError, RefusedError
-from rlpatch.patch import transaction
+from rlpatch.patch import api, transaction
 from rlpatch.patch.engine import Change, RuleReport, Session, set_state
 from rlpatch.patch.rule import PatchRule, Target
 from rlpatch.upstream import trainers as verl_trainers
@@ -61,12 +61,14 @@ def select_rules(mode: str | None, backend: str, rule_ids: str | None, packages_
     if mode is None and not packages_given:
         mode = "consistency"
     selected = [rule for rule in rules if mode is None or mode in rule.modes]
+    if mode is None:  # every rule for the given roots: the other packages' rules are not part of the question
+        selected = [rule for rule in selected if rule.package in packages_given]
     if backend != "all":
         selected = [rule for rule in selected if rule.backend in (None, backend)]
     return selected
 
 
-def resolve_targets(options: dict[str, Any], rules: Sequence[PatchRule]) -> list[Target]:
+def resolve_targets(options: dict[str, Any], rules: Sequence[PatchRule], quiet: bool = False) -> list[Target]:
     given = {
         "verl": options.get("verl_root"),
         "sglang": options.get("sglang_root"),
@@ -76,7 +78,7 @@ def resolve_targets(options: dict[str, Any], rules: Sequence[PatchRule]) -> list
     if any(given.values()):
         targets = [target_for_root(package, path) for package, path in given.items() if path]
         for target in targets:
-            if target.package not in packages:
+            if target.package not in packages and not quiet:
                 say(f"note: no selected rule patches {target.package}; {OPTION_OF[target.package]} ignored")
         return [target for target in targets if target.package in packages]
     targets = []
@@ -108,23 +110,10 @@ def say(message: str) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def print_reports(reports: Sequence[RuleReport], targets: Sequence[Target], output_format: str, verb: str = "") -> None:
+def print_reports(reports: Sequence[RuleReport], targets: Sequence[Target], output_format: str,
+                  rules: Sequence[PatchRule] = ()) -> None:
     if output_format == "json":
-        payload = {"targets": []}
-        for target in targets:
-            state, not_applied = set_state([report for report in reports if report.target is target])
-            entry = {
-                "package": target.package,
-                "root": target.root,
-                "version": str(target.version) if target.version else None,
-                "rules": [report.as_json() for report in reports if report.target is target],
-                "state": state,  # of the selected set on this tree
-                "not_applied": not_applied,  # files where the set is not (wholly) in place
-            }
-            if target.package == "verl" and entry["rules"]:  # for which trainer the selected set is complete
-                entry["trainers"] = [c.as_json() for c in _coverage(reports, target).values()]
-            payload["targets"].append(entry)
-        click.echo(json.dumps(payload, indent=2))
+        click.echo(json.dumps(api.payload(reports, targets, rules), indent=2))
         return
     for target in targets:
         click.echo(f"{target.package} {target.version_text} at {target.root} ({target.origin})")
@@ -140,7 +129,8 @@ def print_reports(reports: Sequence[RuleReport], targets: Sequence[Target], outp
         state, not_applied = set_state([report for report in reports if report.target is target])
         click.echo(f"  set: {state}" + (f"; not applied: {', '.join(not_applied)}" if not_applied else ""))
         if target.package == "verl" and any(report.target is target for report in reports):
-            click.echo(f"  trainers: {verl_trainers.describe(_coverage(reports, target), target.version)}")
+            own = [report for report in reports if report.target is target]
+            click.echo(f"  trainers: {verl_trainers.describe(api.coverage(own), target.version)}")
 
 
 def _runs_under(rule: PatchRule) -> str:
@@ -148,11 +138,6 @@ def _runs_under(rule: PatchRule) -> str:
         return "[every trainer]"
     short = {"v0": "RayPPOTrainer", "v1": "v1 PPOTrainer", "fully-async": "FullyAsync"}
     return "[" + ", ".join(short.get(t, t) for t in sorted(rule.trainers, reverse=True)) + "]" if rule.trainers else ""
-
-
-def _coverage(reports: Sequence[RuleReport], target: Target) -> dict[str, verl_trainers.Coverage]:
-    own = [{"id": r.rule.id, "state": r.state, "trainers": sorted(r.rule.trainers)} for r in reports if r.target is target]
-    return verl_trainers.coverage(own, target.version)
 
 
 def print_refusal(report: RuleReport) -> None:
@@ -290,9 +275,16 @@ def _verify(options: dict[str, Any], *, always_zero: bool) -> int:
     rules, targets = _setup(options)
     session = Session(targets)
     reports = _reports(session, rules, targets, structural=False)
-    print_reports(reports, targets, options["output_format"])
+    print_reports(reports, targets, options["output_format"], rules)
     failing = [r for r in reports if r.state not in ("applied", "not-applicable")]
-    return EXIT_OK if always_zero or not failing else EXIT_REFUSED
+    nothing_applies = api.not_applicable_targets(reports, targets)
+    if options["output_format"] != "json":
+        for target in nothing_applies:
+            say(f"not applied: no selected rule applies to {target.package} {target.version_text} at {target.root}")
+        for missing in api.unchecked_packages(rules, targets):
+            say(f"note: the selected set also has {', '.join(missing['rules'])} for {missing['package']}, and no "
+                f"{missing['package']} tree was checked: give {OPTION_OF[missing['package']]} to check it (incomplete set)")
+    return EXIT_OK if always_zero or not (failing or nothing_applies) else EXIT_REFUSED
 
 
 @click.command("verify")

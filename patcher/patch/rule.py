@@ -31,6 +31,7 @@ class Gate:
 
     status: Literal["ok", "warn", "force", "not-applicable"]
     message: str = ""
+    native: bool = False  # not applicable because the release dumps by itself (nothing to patch, nothing missing)
 
     @classmethod
     def ok(cls) -> "Gate":

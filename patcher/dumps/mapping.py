@@ -1,0 +1,137 @@
+"""rlpatch's FSDP name mapping: a training dump.json msprobe's `--backend fsdp` matching can read.
+
+msprobe 26.2.0 `compare --consistent_check --backend fsdp` keys a training row by what follows the
+last `_fsdp_wrapped_module.` of its name (FSDP1 paths, verl `strategy=fsdp`), an inference row by
+what follows `layers.N.`. FSDP2 (`fully_shard`, verl `strategy=fsdp2`) keeps plain HF paths
+(`Module.model.layers.0.self_attn.q_proj...`), so none of its rows match; none of msprobe's
+mapping flags helps in consistency mode (`-dm` fails with `KeyError: 'compare_key'`, `-cm`/`-lm`
+are accepted and ignored). So rlpatch writes a copy of the training dump.json whose names are the
+FSDP1 paths of the same modules (`Module._fsdp_wrapped_module.model.layers.0._fsdp_wrapped_module.
+self_attn.q_proj...`), with one symlink per tensor file under the copy's `dump_tensor_data/`
+(tensor dumps: msprobe takes a row's name from its `data_name` and reads the file next to the
+dump.json it is given).
+
+Both FSDP forms also leave out the wrapped root (`Module._fsdp_wrapped_module.Qwen2ForCausalLM.
+forward.0`, FSDP1 only: FSDP2 and vLLM do not dump the model given to `start`): msprobe keys it
+like the inference body (`Module.model.Qwen2Model`), a pair of different modules whose outputs
+(logits against hidden states) differ in shape, an error row in every compare.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any
+
+WRAPPER = "_fsdp_wrapped_module."
+FOLDER = "train_fsdp_names"
+TENSOR_DIR = "dump_tensor_data"
+_LAYER = re.compile(r"(layers\.\d+\.)(?!_fsdp_wrapped_module\.)")
+_ROOT = re.compile(r"^Module\._fsdp_wrapped_module\.[A-Za-z0-9_]+\.forward\.\d+$")
+
+
+def fsdp1_name(name: str) -> str:
+    """The FSDP1 path of a module dump name: the root and every decoder layer wrapped."""
+    if not name.startswith("Module.") or WRAPPER in name:
+        return name
+    return _LAYER.sub(r"\1" + WRAPPER, "Module." + WRAPPER + name[len("Module."):])
+
+
+def is_wrapped_root(name: str) -> bool:
+    """`Module._fsdp_wrapped_module.Qwen2ForCausalLM.forward.0`: FSDP1's wrapped model itself."""
+    return _ROOT.match(name) is not None
+
+
+def mapped_names(names: list[str]) -> dict[str, str | None]:
+    """Each dump name and its name in the mapped copy (None: left out); only the names that change."""
+    changes: dict[str, str | None] = {}
+    for name in names:
+        new = fsdp1_name(name)
+        if is_wrapped_root(new):
+            changes[name] = None
+        elif new != name:
+            changes[name] = new
+    return changes
+
+
+def map_training_dump(train_json: str, out: str) -> str | None:
+    """Write `{out}/train_fsdp_names/dump.json` (and its tensor links) when the training dump needs
+    the mapping; returns its path, or None when msprobe can read the dump as it is."""
+    with open(train_json, encoding="utf-8") as handle:
+        document = json.load(handle)
+    data = document.get("data") if isinstance(document, dict) else None
+    if not isinstance(data, dict):
+        return None
+    changes = mapped_names(list(data))
+    if not changes:
+        return None
+    folder = os.path.join(out, FOLDER)
+    os.makedirs(folder, exist_ok=True)
+    files: dict[str, str] = {}
+    mapped: dict[str, Any] = {}
+    for name, entry in data.items():
+        new = changes.get(name, name)
+        if new is not None:
+            mapped[new] = _renamed_files(entry, name, new, files) if new != name else entry
+    document["data"] = mapped
+    source_dir = os.path.join(os.path.dirname(os.path.abspath(train_json)), TENSOR_DIR)
+    if isinstance(document.get("dump_data_dir"), str):
+        document["dump_data_dir"] = os.path.join(os.path.abspath(folder), TENSOR_DIR)
+    _link_tensors(source_dir, os.path.join(folder, TENSOR_DIR), files, [_data_names(e) for e in mapped.values()])
+    _map_stack(os.path.join(os.path.dirname(train_json), "stack.json"), os.path.join(folder, "stack.json"), changes)
+    path = os.path.join(folder, "dump.json")
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(document, handle)
+    return path
+
+
+def _renamed_files(value: Any, old: str, new: str, files: dict[str, str]) -> Any:
+    """The entry with every `data_name` that starts with the old name renamed; `files` gets new -> old."""
+    if isinstance(value, dict):
+        result = {key: _renamed_files(item, old, new, files) for key, item in value.items()}
+        name = value.get("data_name")
+        if isinstance(name, str) and name.startswith(old + "."):
+            result["data_name"] = new + name[len(old):]
+            files[result["data_name"]] = name
+        return result
+    if isinstance(value, list):
+        return [_renamed_files(item, old, new, files) for item in value]
+    return value
+
+
+def _data_names(value: Any) -> list[str]:
+    if isinstance(value, dict):
+        own = [value["data_name"]] if isinstance(value.get("data_name"), str) else []
+        return own + [name for item in value.values() for name in _data_names(item)]
+    if isinstance(value, list):
+        return [name for item in value for name in _data_names(item)]
+    return []
+
+
+def _link_tensors(source_dir: str, target_dir: str, renamed: dict[str, str], kept: list[list[str]]) -> None:
+    """One symlink per tensor file the mapped dump names (msprobe follows links, with a warning)."""
+    if not os.path.isdir(source_dir):
+        return
+    os.makedirs(target_dir, exist_ok=True)
+    for names in kept:
+        for name in names:
+            source = os.path.join(source_dir, renamed.get(name, name))
+            target = os.path.join(target_dir, name)
+            if os.path.isfile(source) and not os.path.lexists(target):
+                os.symlink(os.path.abspath(source), target)
+
+
+def _map_stack(source: str, target: str, changes: dict[str, str | None]) -> None:
+    """stack.json (`{"0": [[names...], [frames...]]}`) with the names mapped, so the stack column stays."""
+    try:
+        with open(source, encoding="utf-8") as handle:
+            stacks = json.load(handle)
+    except (OSError, ValueError):
+        return
+    if isinstance(stacks, dict):
+        for value in stacks.values():
+            if isinstance(value, list) and value and isinstance(value[0], list):
+                value[0] = [changes.get(name, name) for name in value[0] if changes.get(name, name) is not None]
+    with open(target, "w", encoding="utf-8") as handle:
+        json.dump(stacks, handle)
