@@ -189,7 +189,7 @@ def _statistics_error(record: dict[str, str], numel: int) -> float | None:
     norm, *stats = [abs(v) for v in values if v is not None]
     rms = norm / math.sqrt(max(numel, 1))
     errors = [norm_diff / norm if norm > 0 else (0.0 if norm_diff == 0 else math.inf)]
-    for diff, value in zip(others, stats):
+    for diff, value in zip(others, stats, strict=True):
         scale = max(value, rms)
         errors.append(diff / scale if scale > 0 else (0.0 if diff == 0 else math.inf))
     return max(errors)
