@@ -22,7 +22,7 @@ $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TORCH_SPEC)"
-	$(PY) -m pip install -q -e '.[test,msprobe,bench,ray,rehearsal]' "$(MSPROBE_SPEC)" "$(TORCH_SPEC)"
+	$(PY) -m pip install -q -e '.[test,msprobe,report,bench,ray,rehearsal]' "$(MSPROBE_SPEC)" "$(TORCH_SPEC)"
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -7,6 +7,11 @@ pid, each rank folder holding a small msprobe-shaped dump.json and a dump_tensor
 a large placeholder tensor file (check and pair must never read it). It prints the wall time of
 `check` on each side and of `pair`, the time per rank folder, and the ratio of the time to read the
 tree against a bare `os.walk` of it (how much the validation costs over listing the folders).
+
+`--compare-pairs N` (default 8; 0 skips it) then times `compare` on real msprobe dumps of the twin
+models of tests/divergence_twins.py (one training and one faulty inference dump, compared N times):
+pairs per minute with 1 job and with `--jobs` jobs, and rlpatch's own time per pair (reading the
+CSV, the attribution) on top of msprobe's subprocess.
 """
 
 from __future__ import annotations
@@ -67,11 +72,49 @@ def walk_time(root: Path) -> float:
     return time.perf_counter() - start
 
 
+def bench_compare(pairs: int, jobs: int) -> None:
+    """Real `msprobe compare` runs through rlpatch's runner: pairs per minute, and rlpatch's share."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from divergence_twins import CULPRITS
+
+    from rlpatch.dumps.compare import PairResult, run_all
+
+    with tempfile.TemporaryDirectory(prefix="rlpatch-bench-compare-") as directory:
+        twins = Path(__file__).with_name("divergence_twins.py")
+        root = Path(directory)
+        for name, naming, fault in (("train", "megatron", []), ("infer", "vllm", ["dtype"])):
+            subprocess.run([sys.executable, str(twins), str(root / name), naming, "tensor", *fault], check=True,
+                           capture_output=True)
+        train, infer = (str(root / name / "step0" / "rank0" / "dump.json") for name in ("train", "infer"))
+        from rlpatch.dumps.command import compare_argv
+
+        for workers in sorted({1, jobs}):
+            results = [PairResult(None, compare_argv(train, infer, "megatron", str(root / f"o{workers}_{i}"),  # type: ignore[arg-type]
+                                                     [sys.executable]), str(root / f"o{workers}_{i}"))
+                       for i in range(pairs)]
+            start = time.perf_counter()
+            run_all(results, workers)
+            wall = time.perf_counter() - start
+            bad = [r.error for r in results if r.error or r.attribution is None]
+            if bad:
+                sys.exit(f"compare failed: {bad[0]}")
+            culprit = results[0].attribution.divergence["module"]  # type: ignore[union-attr]
+            assert culprit == CULPRITS["megatron"]["dtype"], culprit
+            msprobe = sum(r.msprobe_seconds for r in results)
+            print(f"compare --jobs {workers}: {pairs} pairs in {wall:.1f} s = {60 * pairs / wall:.1f} pairs/min; "
+                  f"msprobe {msprobe / pairs:.2f} s per pair, rlpatch on top "
+                  f"{1000 * (wall * workers - msprobe) / pairs:.0f} ms per pair (wall x jobs - msprobe)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", type=int, default=10000, help="rank folders per step and side (default 10,000)")
     parser.add_argument("--steps", type=int, default=1, help="steps per side (default 1)")
+    parser.add_argument("--compare-pairs", type=int, default=8, help="real compares to time (0: skip)")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="jobs for the parallel compare run")
     args = parser.parse_args()
+    if args.compare_pairs:
+        bench_compare(args.compare_pairs, args.jobs)
     with tempfile.TemporaryDirectory(prefix="rlpatch-bench-dumps-") as directory:
         start = time.perf_counter()
         train, infer = generate(Path(directory), args.ranks, args.steps)

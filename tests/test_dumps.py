@@ -524,7 +524,7 @@ def test_check_script_missing(tmp_path):
     assert result.exit_code == 2 and result.stderr.strip() == f"rlpatch: error: {tmp_path / 'run.sh'}: no such file"
 
 
-def test_check_and_pair_never_import_msprobe_or_matplotlib(tmp_path):
+def test_check_and_pair_never_import_msprobe_or_plotly(tmp_path):
     import subprocess
 
     train = train_tree(tmp_path / "t", [train_record(0, [A])])
@@ -533,7 +533,7 @@ def test_check_and_pair_never_import_msprobe_or_matplotlib(tmp_path):
         "import sys\nfrom rlpatch.cli import main\n"
         "for argv in ([\"dumps\", \"check\", sys.argv[1]], [\"dumps\", \"pair\", \"--train\", sys.argv[1], \"--infer\", sys.argv[2]]):\n"
         "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
-        "print([m for m in ('msprobe', 'matplotlib', 'torch') if m in sys.modules])\n"
+        "print([m for m in ('msprobe', 'plotly', 'torch') if m in sys.modules])\n"
     )
     result = subprocess.run([sys.executable, "-c", code, str(train), str(infer)], capture_output=True, text=True,
                             env={**os.environ, "PYTHONPATH": str(REPO / "tests")})
@@ -547,17 +547,22 @@ import csv, os, sys
 out = sys.argv[sys.argv.index("-o") + 1]
 os.makedirs(out, exist_ok=True)
 print("[ERROR] Please verify that the CANN environment is set")  # msprobe says so on CPU
-rows = [
-    ("Module.model.layers.0.mlp.Linear.forward.0.output.0", "Module.model.layers.0.mlp.Linear.forward.0.output.0", "1.0", "pass"),
+rows = [  # name, bench, EucDist (against a bench l2norm of 10), Result
+    ("Module.model.layers.0.mlp.Linear.forward.0.input.0", "Module.model.layers.0.mlp.Linear.forward.0.input.0", "0", "pass"),
+    ("Module.model.layers.0.mlp.Linear.forward.0.output.0", "Module.model.layers.0.mlp.Linear.forward.0.output.0", "0", "pass"),
     ("Module.model.layers.0.in_proj.Linear.forward.0.output.0", "N/A", "unsupported", "pass"),
-    ("Module.model.layers.1.mlp.Linear.forward.0.output.0", "Module.model.layers.1.mlp.Linear.forward.0.output.0", "0.97", "warning"),
-    ("Module.model.layers.2.mlp.Linear.forward.0.output.0", "Module.model.layers.2.mlp.Linear.forward.0.output.0", "0.5", "error"),
+    ("Module.model.layers.1.mlp.Linear.forward.0.input.0", "Module.model.layers.1.mlp.Linear.forward.0.input.0", "0", "pass"),
+    ("Module.model.layers.1.mlp.Linear.forward.0.output.0", "Module.model.layers.1.mlp.Linear.forward.0.output.0", "0.5", "warning"),
+    ("Module.model.layers.2.mlp.Linear.forward.0.input.0", "Module.model.layers.2.mlp.Linear.forward.0.input.0", "0.5", "pass"),
+    ("Module.model.layers.2.mlp.Linear.forward.0.output.0", "Module.model.layers.2.mlp.Linear.forward.0.output.0", "0.6", "error"),
 ]
 with open(os.path.join(out, "compare_result_20260101000000.csv"), "w", newline="") as handle:
     writer = csv.writer(handle)
-    writer.writerow(["NPU Name", "Bench Name", "Cosine", "MaxAbsErr", "Result", "Err_message"])
-    for name, bench, cosine, result in rows:
-        writer.writerow([name, bench, cosine, "0.1", result, "" if result == "pass" else "too far"])
+    writer.writerow(["NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape", "Bench Tensor Shape",
+                     "Cosine", "EucDist", "MaxAbsErr", "Bench l2norm", "Result", "Err_message"])
+    for name, bench, distance, result in rows:
+        writer.writerow([name, bench, "torch.float32", "torch.float32", "[2, 8]", "[2, 8]", "1.0", distance, "0.1",
+                         "10", result, "" if result == "pass" else "too far"])
 """
 
 
@@ -568,20 +573,37 @@ def _fake_msprobe(tmp_path: Path) -> Path:
     return fake
 
 
-def test_compare_parses_the_csv_and_reports_the_first_row_not_pass(tmp_path):
+def test_compare_names_the_module_that_introduces_the_divergence(tmp_path):
     train = train_tree(tmp_path / "t", [train_record(0, [A]), train_record(1, [B])])
     infer = infer_tree(tmp_path / "i", [infer_record(0, [(A, "new")]), infer_record(1, [(B, "new")])])
     result = run_cli("dumps", "compare", "--train", str(train), "--infer", str(infer), "-o", str(tmp_path / "out"),
                      "--python", str(_fake_msprobe(tmp_path)), "--format", "json")
     assert result.exit_code == 1, result.stdout + result.stderr
-    entries = json.loads(result.stdout)["results"]
+    data = json.loads(result.stdout)
+    entries = data["results"]
     assert [e["request_id"] for e in entries] == [A, B]
     for entry in entries:
-        assert entry["rows"] == {"pass": 1, "warning": 1, "error": 1}  # the N/A row was not compared
-        assert entry["first_difference"] == {
-            "name": "Module.model.layers.1.mlp.Linear.forward.0.output.0", "module": "Module.model.layers.1.mlp.Linear",
-            "result": "warning", "metrics": {"Cosine": "0.97", "MaxAbsErr": "0.1"}, "message": "too far"}
+        # msprobe's counts of the matched rows, and the unmatched one counted, not dropped
+        assert entry["rows"] == {"pass": 4, "warning": 1, "error": 1, "unmatched": 1, "no_data": 0, "roots": 0}
+        assert entry["verdict"] == "diverges"
+        assert entry["divergence"] == {
+            "module": "model.layers.1.mlp", "name": "Module.model.layers.1.mlp.Linear.forward.0",
+            "infer_name": "Module.model.layers.1.mlp.Linear.forward.0", "layer": 1, "metric": "norm_relative",
+            "output_error": 0.05, "input_error": 0.0, "floor": 2.0**-24 * 8}
         assert entry["csv"] == str(tmp_path / "out" / entry["request_id"] / "compare_result_20260101000000.csv")
+    assert data["culprits"] == [{"module": "model.layers.1.mlp", "layer": 1, "pairs": [A, B], "ranks": [0]}]
+    text = run_cli("dumps", "compare", "--train", str(train), "--infer", str(infer), "-o", str(tmp_path / "out2"),
+                   "--python", str(_fake_msprobe(tmp_path)), "--only", B)
+    assert text.exit_code == 1
+    assert text.stdout.splitlines()[0] == ("verdict: 1 pair(s) compared (1 diverges), 0 unpaired; "
+                                           "culprit model.layers.1.mlp in 1 pair(s)")
+    assert A not in text.stdout and "model.layers.1.mlp introduces it: output error 0.05" in text.stdout
+    # a floor above the error: no culprit, exit 0
+    loose = run_cli("dumps", "compare", "--train", str(train), "--infer", str(infer), "-o", str(tmp_path / "out3"),
+                    "--python", str(_fake_msprobe(tmp_path)), "--rtol", "0.1", "--jobs", "1", "--format", "json")
+    assert loose.exit_code == 0 and json.loads(loose.stdout)["culprits"] == []
+    missing = run_cli("dumps", "compare", "--train", str(train), "--infer", str(infer), "--only", "nope")
+    assert missing.exit_code == 2 and "no pair matches --only nope" in missing.stderr
 
 
 def test_compare_progress_bar_only_on_a_terminal(tmp_path):
@@ -616,8 +638,8 @@ def test_compare_progress_bar_only_on_a_terminal(tmp_path):
     assert on_tty.stdout == piped.stdout.replace(str(tmp_path / "o1"), str(tmp_path / "o2"))
 
 
-def test_compare_report_has_the_summary_and_a_plot_per_pair(tmp_path):
-    pytest.importorskip("matplotlib")
+def test_compare_report_has_the_verdict_facts_and_a_plot_per_request(tmp_path):
+    pytest.importorskip("plotly")
     train = train_tree(tmp_path / "t", [train_record(0, [A]), train_record(1, [B])])
     infer = infer_tree(tmp_path / "i", [infer_record(0, [(A, "new")]), infer_record(1, [(B, "new")])])
     report = tmp_path / "report.html"
@@ -625,9 +647,30 @@ def test_compare_report_has_the_summary_and_a_plot_per_pair(tmp_path):
                      "--python", str(_fake_msprobe(tmp_path)), "--report", str(report))
     assert result.exit_code == 1 and f"report written to {report}" in result.stdout
     page = report.read_text()
-    assert page.count('<img class="plot"') == 2 and page.count("data:image/png;base64,") == 2
-    assert page.count("<tr><td><code>") == 2 and "first module that is not pass" in page
+    assert page.index('class="verdict') < page.index("<h2>Run</h2>") < page.index("<h2>Unpaired")
+    assert "Culprit <code>model.layers.1.mlp</code>: 2 pair(s)" in page and "rlpatch dumps compare" in page
+    assert page.count('class="plotly-graph-div"') == 2 and "cdn.plot.ly" not in page.split("</script>", 1)[1]
+    assert page.count('<a href="out/') == 2 and '"type":"log"' in page
     assert not list(tmp_path.glob(".rlpatch-report-*"))  # written atomically, no temporary left
+
+
+def test_compare_without_plotly_fails_before_any_compare(tmp_path, monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_plotly(name, *args, **kwargs):
+        if name == "plotly" or name.startswith("plotly."):
+            raise ImportError("No module named 'plotly'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_plotly)
+    train = train_tree(tmp_path / "t", [train_record(0, [A])])
+    infer = infer_tree(tmp_path / "i", [infer_record(0, [(A, "new")])])
+    result = run_cli("dumps", "compare", "--train", str(train), "--infer", str(infer), "-o", str(tmp_path / "out"),
+                     "--python", str(_fake_msprobe(tmp_path)), "--report", str(tmp_path / "r.html"))
+    assert result.exit_code == 2 and "pip install 'rlpatch[report]'" in result.stderr
+    assert not (tmp_path / "out").exists() and not (tmp_path / "r.html").exists()
 
 
 def test_check_and_pair_never_open_tensor_files(tmp_path, monkeypatch):

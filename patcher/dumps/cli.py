@@ -112,55 +112,95 @@ def _python(python: str) -> list[str]:
               help="Where msprobe writes its results (one folder per pair).")
 @click.option("--python", "python", default=None,
               help="The interpreter that has msprobe (shlex-split; default: this one).")
-@click.option("--report", "report", default=None, metavar="FILE.html", help="Write an HTML report with a plot per pair.")
+@click.option("--report", "report", default=None, metavar="FILE.html",
+              help="Write an HTML report: verdict, facts, one zoomable plot per request (needs rlpatch[report]).")
+@click.option("--rtol", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="The noise floor, a relative error (default: the compared dtype's rounding x 8).")
+@click.option("--jobs", type=click.IntRange(min=1), default=None, help="Compares at once (default: CPU count).")
+@click.option("--only", "only", default=None, metavar="REQUEST", help="Compare only this request id's pair(s).")
+@click.option("--rank", "rank", type=click.IntRange(min=0), default=None, help="Compare only pairs of this training rank.")
 @click.option("--format", "fmt", type=FORMATS, default="text", show_default=True)
 def compare_cmd(train: str, infer: str, backend: str, out: str, python: str | None, report: str | None,
-                fmt: str) -> int:
-    """Run msprobe compare on every pair (in parallel) and summarise the results."""
+                rtol: float | None, jobs: int | None, only: str | None, rank: int | None, fmt: str) -> int:
+    """Run msprobe compare on every pair (in parallel); name the module where the two sides start to differ."""
     from rlpatch.dumps.compare import plan, run_all
+    from rlpatch.dumps.divergence import culprits
 
     interpreter = _python(python) if python else [sys.executable]
-    if report is not None and not os.path.isdir(os.path.dirname(os.path.abspath(report))):
-        raise InputError(f"{report}: its directory does not exist")
+    if report is not None:
+        if not os.path.isdir(os.path.dirname(os.path.abspath(report))):
+            raise InputError(f"{report}: its directory does not exist")
+        from rlpatch.dumps.report import check_plotting
+
+        check_plotting()  # before any compare runs: a missing library must not cost a whole run
     if os.path.exists(out) and not os.path.isdir(out):
         raise InputError(f"{out}: not a directory (-o)")
     correlation = _correlation(train, infer, backend)
-    results = plan(correlation.pairs, backend, out, interpreter)
+    pairs = [p for p in correlation.pairs if (only is None or p.request_id == only) and (rank is None or p.train.rank == rank)]
+    if (only is not None or rank is not None) and not pairs:
+        raise InputError(f"no pair matches{f' --only {only}' if only else ''}{f' --rank {rank}' if rank is not None else ''}")
+    results = plan(pairs, backend, out, interpreter)
+    for result in results:
+        result.rtol = rtol
+    workers = jobs or os.cpu_count() or 1
     if sys.stderr.isatty() and results:
         with click.progressbar(length=len(results), label="msprobe compare", file=sys.stderr) as bar:
-            run_all(results, os.cpu_count() or 1, bar.update)
+            run_all(results, workers, bar.update)
     else:
-        run_all(results, os.cpu_count() or 1)
+        run_all(results, workers)
+    entries = [r.as_json() for r in results]
+    data = {"results": entries, "culprits": culprits((e["request_id"], e["train"]["rank"], e["divergence"])
+                                                     for e in entries),
+            "unpaired": correlation.unpaired, "problems": correlation.problems}
+    _emit(data, fmt, _compare_lines(data))
+    code = 0 if results and not correlation.problems and all(r.verdict in ("agrees", "within-floor")
+                                                               for r in results) else 1
     if report is not None:
-        from rlpatch.dumps.report import write_report
+        from rlpatch.dumps.report import Facts, write_report
 
-        write_report(report, results)
-    data = {"results": [r.as_json() for r in results], "unpaired": correlation.unpaired,
-            "problems": correlation.problems}
-    _emit(data, fmt, _compare_lines(data, report))
-    clean = results and not correlation.problems and all(
-        r.error is None and r.counts["warning"] == 0 and r.counts["error"] == 0 for r in results)
-    return 0 if clean else 1
+        facts = Facts.collect(train, infer, backend, interpreter, rtol)
+        try:
+            write_report(report, results, data, facts)
+        except (OSError, InputError) as err:
+            sys.stderr.write(f"rlpatch dumps compare: error: report not written: {err}\n")
+            return max(code, 1)
+        (sys.stdout if fmt == "text" else sys.stderr).write(f"report written to {report}\n")
+    return code
 
 
-def _compare_lines(data: dict, report: str | None) -> list[str]:
-    lines = []
+def _verdict_line(data: dict) -> str:
+    results = data["results"]
+    if not results:
+        return "verdict: no pair to compare"
+    counts: dict[str, int] = {}
+    for result in results:
+        counts[result["verdict"]] = counts.get(result["verdict"], 0) + 1
+    parts = ", ".join(f"{n} {verdict}" for verdict, n in sorted(counts.items()))
+    head = f"verdict: {len(results)} pair(s) compared ({parts}), {len(data['unpaired'])} unpaired"
+    if not data["culprits"]:
+        return head + "; no culprit"
+    top = data["culprits"][0]
+    return (head + f"; culprit {top['module']} in {len(top['pairs'])} pair(s)"
+            + (f" (+{len(data['culprits']) - 1} other)" if len(data["culprits"]) > 1 else ""))
+
+
+def _compare_lines(data: dict) -> list[str]:
+    lines = [_verdict_line(data)]
+    for culprit in data["culprits"]:
+        ranks = ", ".join(map(str, culprit["ranks"])) or "?"
+        lines.append(f"  culprit {culprit['module']}: {len(culprit['pairs'])} pair(s), training rank(s) {ranks}: "
+                     + ", ".join(culprit["pairs"][:5]) + (" ..." if len(culprit["pairs"]) > 5 else ""))
     for result in data["results"]:
         head = (f"{result['request_id']} (train step{result['train']['step']} rank{result['train']['rank']}, "
                 f"infer pid {result['infer']['pid']} step{result['infer']['step']} rank{result['infer']['rank']})")
         if result["error"]:
             lines.append(f"{head}: failed: {result['error']}")
             continue
+        lines.append(f"{head}: {result['verdict']}: {result['why']}")
         rows = result["rows"]
-        lines.append(f"{head}: {rows['pass']} pass, {rows['warning']} warning, {rows['error']} error  [{result['csv']}]")
-        first = result["first_difference"]
-        if first is not None:
-            metrics = ", ".join(f"{k} {v}" for k, v in first["metrics"].items())
-            lines.append(f"  first not pass: {first['name']} ({first['result']}): {metrics}")
+        lines.append(f"  rows: {rows['pass']} pass, {rows['warning']} warning, {rows['error']} error (msprobe), "
+                     f"{rows['unmatched']} unmatched, {rows.get('no_data', 0)} no data, {rows.get('roots', 0)} root "
+                     f"[{result['csv']}]")
     lines.extend(f"unpaired ({u['side']}) {u['request_id']}: {u['why']}" for u in data["unpaired"])
     lines.extend(f"problem: {problem}" for problem in data["problems"])
-    if not data["results"]:
-        lines.append("no pair to compare")
-    if report:
-        lines.append(f"report written to {report}")
     return lines

@@ -19,12 +19,14 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
 from rlpatch.dumps.command import compare_argv, planned_commands
 from rlpatch.dumps.correlate import Pair
+from rlpatch.dumps.divergence import Attribution, attribute_csv
 from rlpatch.dumps.mapping import map_training_dump
 
 NOT_MATCHED = "N/A"
@@ -61,6 +63,9 @@ class PairResult:
     rows: list[Row] = field(default_factory=list)
     unmatched: int = 0
     error: str | None = None
+    rtol: float | None = None  # the user's noise floor (`--rtol`), else one from each row's dtype
+    attribution: Attribution | None = None  # where the two sides start to differ (rlpatch.dumps.divergence)
+    msprobe_seconds: float = 0.0  # the compare subprocess alone, for the benchmark
 
     @property
     def counts(self) -> dict[str, int]:
@@ -89,8 +94,16 @@ class PairResult:
     def failed(self) -> bool:
         return self.error is not None
 
+    @property
+    def verdict(self) -> str:
+        return "failed" if self.error is not None or self.attribution is None else self.attribution.verdict
+
     def as_json(self) -> dict:
         first = self.first_difference
+        found = self.attribution
+        rows: dict[str, int] = {**self.counts, "unmatched": self.unmatched}
+        if found is not None:
+            rows.update(no_data=found.counts["no_data"], roots=found.counts["roots"])
         return {
             "request_id": self.pair.request_id,
             "train": self.pair.train.as_json(False),
@@ -98,8 +111,11 @@ class PairResult:
             "command": self.argv,
             "exit_code": self.exit_code,
             "csv": self.csv_path,
-            "rows": self.counts,
+            "rows": rows,
             "unmatched": self.unmatched,
+            "verdict": self.verdict,
+            "why": self.error if found is None else found.why,
+            "divergence": None if found is None else found.divergence,
             "first_difference": None if first is None else {
                 "name": first.name, "module": first.module, "result": first.result,
                 "metrics": first.metrics, "message": first.message},
@@ -152,6 +168,7 @@ def run_one(result: PairResult) -> PairResult:
         return result
     before = set(glob.glob(os.path.join(result.out, "compare_result_*.csv")))
     log_path = os.path.join(result.out, LOG_NAME)
+    started = time.perf_counter()
     try:
         with open(log_path, "w", encoding="utf-8") as log:
             completed = subprocess.run(result.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -159,6 +176,7 @@ def run_one(result: PairResult) -> PairResult:
     except OSError as err:
         result.error = f"cannot run {result.argv[0]}: {err.strerror}"
         return result
+    result.msprobe_seconds = time.perf_counter() - started
     result.exit_code = completed.returncode
     new = sorted(set(glob.glob(os.path.join(result.out, "compare_result_*.csv"))) - before, key=os.path.getmtime)
     if completed.returncode != 0 or not new:
@@ -174,6 +192,11 @@ def run_one(result: PairResult) -> PairResult:
     if not result.rows:
         result.error = (f"no forward row matched ({result.unmatched} unmatched, every Bench Name N/A): msprobe "
                         "paired no training module with an inference module, nothing was compared")
+        return result
+    try:
+        result.attribution = attribute_csv(result.csv_path, result.rtol)
+    except (OSError, csv.Error, UnicodeDecodeError) as err:
+        result.error = f"{result.csv_path}: unreadable ({err})"
     return result
 
 

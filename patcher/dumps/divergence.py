@@ -1,0 +1,344 @@
+"""Where training and inference start to differ: the module that *introduces* a divergence.
+
+msprobe marks each compare row `pass`/`warning`/`error` with fixed thresholds, which do not answer
+the user's question (a bfloat16 module with max relative error 0.8 is `pass`; the first row that is
+not `pass` is often a model root whose two sides have different shapes). This module reads the
+compare CSV (msprobe 26.2.0 columns) and names the first module, in forward order, whose output
+error rises above a noise floor while its inputs' errors do not.
+
+Rows. Only forward rows matched on both sides decide. Unmatched rows (`N/A` on either side),
+backward rows and roots (the model given to the debugger and the containers of the decoder
+layers: `model`, `decoder`, FSDP's wrapped root; they cannot localise anything) are counted,
+never used. A row whose two sides hold a different number of elements (the merged q/k/v and
+gate/up rows, a `positions` argument matched to `hidden_states`), or whose metrics are `Diff`,
+`unsupported` or empty, is *no data*: counted, never an error.
+
+Error of a tensor, a relative error in both tasks so that it compares with a dtype's rounding:
+- `task: tensor`: `EucDist / Bench l2norm`, the norm-relative error ||t - i|| / ||i|| (`1 - Cosine`
+  is second order in it and is used, as sqrt(2 (1 - Cosine)), only where the norm is missing).
+- `task: statistics`: the largest of |ΔL2norm| / L2norm, and |Δmax|, |Δmin|, |Δmean| each divided by
+  max(|the inference value|, the tensor's RMS = L2norm / sqrt(elements)). msprobe's own percent
+  columns are not used: a mean or minimum near zero makes them meaningless (rounding alone gives
+  hundreds of percent).
+
+Noise floor of a row: the unit roundoff of the finer of its two dtypes (bfloat16 2^-8, float16 2^-11,
+float32 2^-24, float64 2^-53; integers 0) times FLOOR_FACTOR (8: a few roundings compound within one
+module), or `--rtol`. The finer dtype: a side computing in a coarser dtype than the other is itself
+a divergence.
+
+A module's output error is the largest of its outputs'; its input error the largest of its inputs'
+(parameters are the module's own, never inputs). When none of its inputs compares (they differ in
+shape, e.g. vLLM passes `positions` first), the input error of its first descendant in forward
+order stands for it (the same tensor enters both), else the output error of the module that
+finished just before that descendant started. A module without descendants whose inputs do not
+compare (SiLU against vLLM's SiluAndMul) is not judged: its output is another function. A module **introduces** a divergence when its
+output error is above the floor and its input error is not, or is more than GROWTH_FACTOR (8)
+times the input error (a module that only carries an inherited error changes it by a small
+factor). msprobe writes a module's rows when its forward returns, so children come before their
+parent, and the first module that introduces is the innermost one.
+
+Verdict per pair: `diverges` (a culprit), `undecided` (a tensor above the floor that no compared
+module introduces: the difference starts in rows msprobe did not match or could not compare; the
+first such tensor is named), `within-floor` (differences, all under the floor: too small to tell
+from rounding, no culprit is guessed), `agrees` (every compared tensor identical).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import re
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+FLOOR_FACTOR = 8.0
+GROWTH_FACTOR = 8.0
+UNIT_ROUNDOFF = {"bfloat16": 2.0**-8, "float16": 2.0**-11, "half": 2.0**-11, "float32": 2.0**-24,
+                 "float": 2.0**-24, "float64": 2.0**-53, "double": 2.0**-53}
+NOT_MATCHED = "N/A"
+FSDP_WRAPPER = "_fsdp_wrapped_module."
+VERDICTS = ("diverges", "undecided", "within-floor", "agrees")
+_ROW = re.compile(r"^(?P<module>.+?)\.forward\.(?P<call>\d+)\.(?P<kind>[^.]+)(?:\.(?P<rest>.*))?$")
+_LAYER = re.compile(r"(?:^|\.)layers\.(\d+)(?:\.|$)")
+csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # stack-info cells are long
+
+
+@dataclass
+class Tensor:
+    name: str
+    bench: str
+    kind: str  # input | output | parameter
+    error: float | None  # None: no data
+    floor: float
+
+
+@dataclass
+class Module:
+    key: str  # the training row name up to `.forward.N`
+    infer_key: str
+    path: str  # the training module path: no `Module.`, no class, no FSDP wrapper
+    infer_path: str
+    inputs: list[Tensor] = field(default_factory=list)
+    outputs: list[Tensor] = field(default_factory=list)
+    parameters: list[Tensor] = field(default_factory=list)
+
+    @property
+    def layer(self) -> int | None:
+        found = _LAYER.search(self.path) or _LAYER.search(self.infer_path)
+        return int(found.group(1)) if found else None
+
+
+@dataclass
+class Point:
+    """One judged module, for the plot: its output error against the floor."""
+
+    module: str
+    layer: int | None
+    output_error: float
+    input_error: float
+    floor: float
+    role: str  # introduces | contains | inherits | below
+
+    def as_json(self) -> dict[str, Any]:
+        return {"module": self.module, "layer": self.layer, "output_error": self.output_error,
+                "input_error": self.input_error, "floor": self.floor, "role": self.role}
+
+
+@dataclass
+class Attribution:
+    verdict: str
+    why: str
+    divergence: dict[str, Any] | None
+    counts: dict[str, int]
+    points: list[Point]
+
+    def as_json(self) -> dict[str, Any]:
+        return {"verdict": self.verdict, "why": self.why, "divergence": self.divergence, "counts": self.counts,
+                "points": [point.as_json() for point in self.points]}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Attribution:
+        points = [Point(**point) for point in data.get("points", [])]
+        return cls(data["verdict"], data["why"], data["divergence"], data["counts"], points)
+
+
+def module_path(name: str) -> str:
+    """`model.layers.1.mlp.down_proj` of `Module._fsdp_wrapped_module.model.layers.1._fsdp_wrapped_module.
+    mlp.down_proj.Linear` (the class, the last part, dropped; FSDP1's wrappers dropped)."""
+    head = name.removeprefix("Module.").replace(FSDP_WRAPPER, "")
+    return head.rpartition(".")[0]
+
+
+def _number(text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        value = float(text.strip().rstrip("%"))
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _numel(shapes: str) -> int | None:
+    """Elements of `[1, 6, 32]` or of msprobe's aggregated `[1, 6, 32];[1, 6, 16]`."""
+    total = 0
+    for shape in shapes.split(";"):
+        dims = re.findall(r"-?\d+", shape)
+        if not shape.strip().startswith("["):
+            return None
+        total += math.prod(int(d) for d in dims) if dims else 1
+    return total
+
+
+def _floor(record: dict[str, str], rtol: float | None) -> float:
+    if rtol is not None:
+        return rtol
+    found = []
+    for cell in (record.get("NPU Dtype") or "", record.get("Bench Dtype") or ""):
+        for dtype in cell.split(";"):
+            name = dtype.strip().removeprefix("torch.")
+            if name in UNIT_ROUNDOFF:
+                found.append(UNIT_ROUNDOFF[name])
+            elif name.startswith(("int", "uint", "bool", "long")):
+                found.append(0.0)
+    return (min(found) if found else UNIT_ROUNDOFF["float32"]) * FLOOR_FACTOR
+
+
+def tensor_error(record: dict[str, str]) -> float | None:
+    """The relative error of one matched row (see the module docstring), None when it has no data."""
+    npu, bench = _numel(record.get("NPU Tensor Shape") or ""), _numel(record.get("Bench Tensor Shape") or "")
+    if npu is None or npu != bench:
+        return None
+    if "Cosine" in record:
+        distance, norm = _number(record.get("EucDist")), _number(record.get("Bench l2norm"))
+        if distance is not None and norm is not None:
+            return distance / norm if norm > 0 else (0.0 if distance == 0 else None)
+        cosine = _number(record.get("Cosine"))
+        return None if cosine is None else math.sqrt(max(0.0, 2 * (1 - cosine)))
+    return _statistics_error(record, bench)
+
+
+def _statistics_error(record: dict[str, str], numel: int) -> float | None:
+    diffs = [_number(record.get(f"{stat} diff")) for stat in ("L2norm", "Max", "Min", "Mean")]
+    values = [_number(record.get(f"Bench {stat}")) for stat in ("l2norm", "max", "min", "mean")]
+    if any(value is None for value in diffs + values):
+        return None
+    norm_diff, *others = [abs(d) for d in diffs if d is not None]
+    norm, *stats = [abs(v) for v in values if v is not None]
+    rms = norm / math.sqrt(max(numel, 1))
+    errors = [norm_diff / norm if norm > 0 else (0.0 if norm_diff == 0 else math.inf)]
+    for diff, value in zip(others, stats, strict=True):
+        scale = max(value, rms)
+        errors.append(diff / scale if scale > 0 else (0.0 if diff == 0 else math.inf))
+    return max(errors)
+
+
+def read_records(path: str) -> list[dict[str, str]]:
+    with open(path, encoding="utf-8", newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def _is_root(path: str, all_paths: set[str]) -> bool:
+    """The model itself or a container of its decoder layers (`model`, `module.module.decoder`)."""
+    if not path or _LAYER.search(path):
+        return not path
+    return any(other.startswith(path + ".") and _LAYER.search(other[len(path):]) for other in all_paths)
+
+
+def group(records: Iterable[dict[str, str]], rtol: float | None = None) -> tuple[list[Module], dict[str, int]]:
+    """The matched forward modules of a compare CSV in its order, and the counts of the rest."""
+    counts = {"compared": 0, "no_data": 0, "unmatched": 0, "backward": 0, "roots": 0}
+    modules: dict[str, Module] = {}
+    for record in records:
+        name = (record.get("NPU Name") or NOT_MATCHED).strip()
+        bench = (record.get("Bench Name") or NOT_MATCHED).strip()
+        if ".backward." in name or ".backward." in bench:
+            counts["backward"] += 1
+            continue
+        if NOT_MATCHED in (name, bench):
+            counts["unmatched"] += 1
+            continue
+        first, first_bench = name.split(";")[0].strip(), bench.split(";")[0].strip()
+        parsed, parsed_bench = _ROW.match(first), _ROW.match(first_bench)
+        if parsed is None or parsed_bench is None:
+            counts["no_data"] += 1
+            continue
+        key = f"{parsed['module']}.forward.{parsed['call']}"
+        module = modules.setdefault(key, Module(key, f"{parsed_bench['module']}.forward.{parsed_bench['call']}",
+                                                module_path(parsed["module"]), module_path(parsed_bench["module"])))
+        kind = {"input": "input", "output": "output", "parameters": "parameter"}.get(parsed["kind"], "input")
+        tensor = Tensor(name, bench, kind, tensor_error(record), _floor(record, rtol))
+        counts["compared" if tensor.error is not None else "no_data"] += 1
+        {"input": module.inputs, "output": module.outputs, "parameter": module.parameters}[kind].append(tensor)
+    train_paths = {m.path for m in modules.values()}
+    infer_paths = {m.infer_path for m in modules.values()}
+    kept = []
+    for module in modules.values():
+        if _is_root(module.path, train_paths) or _is_root(module.infer_path, infer_paths):
+            counts["roots"] += len(module.inputs) + len(module.outputs) + len(module.parameters)
+        else:
+            kept.append(module)
+    return kept, counts
+
+
+def _worst(tensors: list[Tensor]) -> Tensor | None:
+    measured = [t for t in tensors if t.error is not None]
+    return max(measured, key=lambda t: t.error or 0.0) if measured else None
+
+
+def _input_error(index: int, modules: list[Module], judged: dict[int, float]) -> float | None:
+    """The error of what enters module `index`: its inputs', else (none compares) what enters its
+    first descendant, else what the module finished just before that one put out."""
+    module = modules[index]
+    worst = _worst(module.inputs)
+    if worst is not None:
+        return worst.error
+    descendants = [i for i in range(index) if modules[i].path.startswith(module.path + ".")]
+    if descendants:
+        found = _worst(modules[descendants[0]].inputs)
+        if found is not None:
+            return found.error
+    elif module.inputs:  # inputs of another form (SiLU against SiluAndMul): its output is another function
+        return None
+    start = descendants[0] if descendants else index
+    before = [i for i in judged if i < start]
+    return judged[max(before)] if before else None
+
+
+def attribute(records: Iterable[dict[str, str]], rtol: float | None = None) -> Attribution:
+    modules, counts = group(records, rtol)
+    points: list[Point] = []
+    culprit: tuple[Module, Point] | None = None
+    first_above: Tensor | None = None
+    largest: tuple[float, str] = (0.0, "")
+    judged: dict[int, float] = {}
+    for index, module in enumerate(modules):
+        out, in_error = _worst(module.outputs), _input_error(index, modules, judged)
+        if out is None or out.error is None or in_error is None:
+            continue  # not judged: its measured tensors say nothing about this pair either
+        for tensor in module.inputs + module.outputs:
+            if tensor.error is not None and tensor.error > tensor.floor and first_above is None:
+                first_above = tensor
+            if tensor.error is not None and tensor.error > largest[0]:
+                largest = (tensor.error, module.path)
+        floor = out.floor
+        judged[index] = out.error
+        introduces = out.error > floor and (in_error <= floor or out.error > GROWTH_FACTOR * in_error)
+        role = "introduces" if introduces else ("inherits" if out.error > floor else "below")
+        point = Point(module.path, module.layer, out.error, in_error, floor, role)
+        points.append(point)
+        if introduces and culprit is None:
+            culprit = (module, point)
+    if culprit is not None:
+        module, point = culprit
+        for other in points:  # its parents only carry it out: they contain the culprit
+            if other.role == "introduces" and module.path.startswith(other.module + ".") or (
+                    other is not point and other.role == "introduces" and not other.module):
+                other.role = "contains"
+        divergence = {"module": module.path, "name": module.key, "infer_name": module.infer_key,
+                      "layer": module.layer, "metric": _metric_name(module), "output_error": point.output_error,
+                      "input_error": point.input_error, "floor": point.floor}
+        why = (f"{module.path} introduces it: output error {point.output_error:.3g} against input error "
+               f"{point.input_error:.3g}, floor {point.floor:.3g}")
+        return Attribution("diverges", why, divergence, counts, points)
+    if first_above is not None:
+        why = (f"{first_above.name} is above the floor ({first_above.error:.3g} > {first_above.floor:.3g}) and "
+               "no compared module introduces it: it starts in rows msprobe did not match or could not compare")
+        return Attribution("undecided", why, None, counts, points)
+    if largest[0] > 0:
+        why = (f"differences up to {largest[0]:.3g} (at {largest[1]}) stay under the floor: too small to tell "
+               "from rounding, no culprit named")
+        return Attribution("within-floor", why, None, counts, points)
+    return Attribution("agrees", "every compared tensor is identical on both sides", None, counts, points)
+
+
+def _metric_name(module: Module) -> str:
+    return "norm_relative" if any(t.error is not None for t in module.outputs) else "none"
+
+
+def attribute_csv(path: str, rtol: float | None = None) -> Attribution:
+    """The attribution of one compare CSV; `metric` says `norm_relative` (tensor) or `statistics`."""
+    records = read_records(path)
+    attribution = attribute(records, rtol)
+    if attribution.divergence is not None and records and "Cosine" not in records[0]:
+        attribution.divergence["metric"] = "statistics"
+    return attribution
+
+
+def culprits(entries: Iterable[tuple[str, int | None, dict[str, Any] | None]]) -> list[dict[str, Any]]:
+    """Across pairs, (request id, training rank, divergence): each culprit with its pairs and ranks,
+    the most frequent first."""
+    found: dict[str, dict[str, Any]] = {}
+    for request_id, rank, divergence in entries:
+        if not divergence:
+            continue
+        entry = found.setdefault(divergence["module"], {"module": divergence["module"], "layer": divergence["layer"],
+                                                        "pairs": [], "ranks": []})
+        if request_id not in entry["pairs"]:
+            entry["pairs"].append(request_id)
+        if rank is not None and rank not in entry["ranks"]:
+            entry["ranks"].append(rank)
+    return sorted(found.values(), key=lambda e: (-len(e["pairs"]), e["layer"] if e["layer"] is not None else -1,
+                                                 e["module"]))
