@@ -15,6 +15,9 @@ BENCH_SCRIPTS ?=
 DEMO_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/rlpatch/demo
 DEMO_VERL ?= 0.9.1
 DEMO_SGLANG ?= 0.5.10.post1
+DEMO_VLLM_ASCEND ?= 0.23.0
+DEMO_TRAIN = $(DEMO_DIR)/rehearsal/train/fsdp1-ws2/dump
+DEMO_INFER = $(DEMO_DIR)/rehearsal/inference/infer
 
 .PHONY: install test test-fast lint bench demo clean
 
@@ -63,10 +66,17 @@ demo: $(STAMP)
 	@echo "== rlpatch detect (a consistency launch script)" && $(RLPATCH) detect fixtures/lint/consistency/fsdp_vllm.sh
 	@echo "== rlpatch lint (sample scripts; findings expected, exit 1)" && ! $(RLPATCH) lint --format full fixtures/lint/samples/*.sh
 	@echo "== rlpatch lint (the clean consistency scripts)" && $(RLPATCH) lint fixtures/lint/consistency/*.sh
-	@echo "== rlpatch gen consistency (a Megatron + vLLM script; the original is not touched)" && $(RLPATCH) gen consistency fixtures/gen/megatron_vllm.sh -o "$(DEMO_DIR)/megatron_vllm.consistency-dump.sh" --verl-root "$(DEMO_DIR)/verl-$(DEMO_VERL)"
-	@echo "== rlpatch apply --mode consistency (gen's next step)" && $(RLPATCH) apply --mode consistency --verl-root "$(DEMO_DIR)/verl-$(DEMO_VERL)"
-	@echo "== rlpatch lint of the generated script on the patched tree (no error: RL605/RL607 gone)" && $(RLPATCH) lint --verl-root "$(DEMO_DIR)/verl-$(DEMO_VERL)" "$(DEMO_DIR)/megatron_vllm.consistency-dump.sh"
-	@echo "== rlpatch revert --mode consistency" && $(RLPATCH) revert --mode consistency --verl-root "$(DEMO_DIR)/verl-$(DEMO_VERL)"
+	$(PY) -c "from rlpatch.upstream.wheelcache import fresh_copy; print('vllm-ascend $(DEMO_VLLM_ASCEND) unpacked at', fresh_copy('vllm-ascend', '$(DEMO_VLLM_ASCEND)', '$(DEMO_DIR)/vllm-ascend-$(DEMO_VLLM_ASCEND)'))"
+	@echo "== rlpatch gen consistency (a Megatron + vLLM script; the original is not touched)" && $(RLPATCH) gen consistency fixtures/gen/megatron_vllm.sh -o "$(DEMO_DIR)/megatron_vllm.consistency-dump.sh" --verl-root "$(DEMO_DIR)/verl-$(DEMO_VERL)" --vllm-ascend-root "$(DEMO_DIR)/vllm-ascend-$(DEMO_VLLM_ASCEND)"
+	@echo "== rlpatch apply --mode consistency (gen's next step: both trees)" && $(RLPATCH) apply --mode consistency --verl-root "$(DEMO_DIR)/verl-$(DEMO_VERL)" --vllm-ascend-root "$(DEMO_DIR)/vllm-ascend-$(DEMO_VLLM_ASCEND)"
+	@echo "== rlpatch lint of the generated script on the patched trees (no error: RL605/RL607 gone)" && $(RLPATCH) lint --verl-root "$(DEMO_DIR)/verl-$(DEMO_VERL)" --vllm-ascend-root "$(DEMO_DIR)/vllm-ascend-$(DEMO_VLLM_ASCEND)" "$(DEMO_DIR)/megatron_vllm.consistency-dump.sh"
+	@echo "== rlpatch revert --mode consistency" && $(RLPATCH) revert --mode consistency --verl-root "$(DEMO_DIR)/verl-$(DEMO_VERL)" --vllm-ascend-root "$(DEMO_DIR)/vllm-ascend-$(DEMO_VLLM_ASCEND)"
+	@echo "== the rehearsal: a consistency run on real upstream code, on CPU (verl 0.9.1 FSDP1 on 2 ranks; vLLM-Ascend 0.23.0's runner, 2 replicas)"
+	$(PY) tests/rehearsal/demo.py "$(DEMO_DIR)/rehearsal"
+	@echo "== rlpatch dumps check (training side)" && $(RLPATCH) dumps check "$(DEMO_TRAIN)"
+	@echo "== rlpatch dumps check (inference side: one {pid} folder per replica)" && $(RLPATCH) dumps check "$(DEMO_INFER)"
+	@echo "== rlpatch dumps pair" && $(RLPATCH) dumps pair --train "$(DEMO_TRAIN)" --infer "$(DEMO_INFER)"
+	@echo "== rlpatch dumps compare (the real msprobe compare on every pair)" && $(RLPATCH) dumps compare --train "$(DEMO_TRAIN)" --infer "$(DEMO_INFER)" -o "$(DEMO_DIR)/compare" --report "$(DEMO_DIR)/report.html"
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
