@@ -96,7 +96,7 @@ def _apply_config(found: Expectation, path: str, training_tool: bool) -> None:
     try:
         with open(path, encoding="utf-8") as handle:
             config = json.load(handle)
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return
     if not isinstance(config, dict):
         return

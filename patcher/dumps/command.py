@@ -10,6 +10,7 @@ it needs one (`rlpatch.dumps.mapping`), so the command it runs can differ from t
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from collections import Counter
@@ -30,9 +31,24 @@ def compare_argv(train_json: str, infer_json: str, backend: str, out: str,
             "--consistent_check", "--backend", backend, "-o", out]
 
 
+# A folder name stays well under the 255 bytes a file system allows, with room for `.rank{R}`.
+MAX_NAME = 96
+
+
+def safe_name(request_id: str) -> str:
+    """A folder name of its own for every request id, always inside `-o`: characters outside
+    [A-Za-z0-9_.-] become `_`, a leading dot too (no `.`, `..` or hidden folder), long ids are cut, and
+    an id the rules changed gets a hash of the original, so ids that read alike (`a/b`, `a:b`) differ."""
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", request_id)
+    name = re.sub(r"^\.", "_", name)[:MAX_NAME]
+    if name == request_id and name:
+        return name
+    return f"{name or 'request'}-{hashlib.sha1(request_id.encode('utf-8', 'surrogatepass')).hexdigest()[:10]}"
+
+
 def pair_out_dir(out: str, request_id: str, infer_rank: int, several_ranks: bool) -> str:
-    """One output folder per pair: the request id (made path-safe), and the rank when TP > 1."""
-    name = re.sub(r"[^A-Za-z0-9_.-]", "_", request_id) or "request"
+    """One output folder per pair inside `out`: the request id (made safe), and the rank when TP > 1."""
+    name = safe_name(request_id)
     return os.path.join(out, f"{name}.rank{infer_rank}" if several_ranks else name)
 
 
@@ -41,7 +57,13 @@ def planned_commands(pairs: Sequence[Pair], backend: str, out: str,
     """Each pair with its output folder under `out` and its compare argv."""
     ids = Counter(pair.request_id for pair in pairs)
     planned = []
+    used: set[str] = set()
     for pair in pairs:
-        folder = pair_out_dir(out, pair.request_id, pair.infer.rank, ids[pair.request_id] > 1)
+        folder = base = pair_out_dir(out, pair.request_id, pair.infer.rank, ids[pair.request_id] > 1)
+        extra = 1
+        while folder in used:  # never two pairs in one folder, whatever their ids
+            extra += 1
+            folder = f"{base}-{extra}"
+        used.add(folder)
         planned.append((pair, folder, compare_argv(pair.train.path, pair.infer.path, backend, folder, python)))
     return planned

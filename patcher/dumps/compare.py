@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import csv
 import glob
-import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -163,7 +163,11 @@ def plan(pairs: list[Pair], backend: str, out: str, python: list[str]) -> list[P
 
 def run_one(result: PairResult) -> PairResult:
     """Run one compare; its output goes to `{out}/msprobe_compare.log`, the newest new CSV is read."""
-    os.makedirs(result.out, exist_ok=True)
+    try:
+        os.makedirs(result.out, exist_ok=True)
+    except OSError as err:
+        result.error = f"{result.out}: cannot create the pair's output folder ({err.strerror}): not compared"
+        return result
     if not _map_training_side(result):
         return result
     before = set(glob.glob(os.path.join(result.out, "compare_result_*.csv")))
@@ -207,8 +211,8 @@ def _map_training_side(result: PairResult) -> bool:
         return True
     try:
         mapped = map_training_dump(result.pair.train.path, result.out)
-    except (OSError, ValueError, UnicodeDecodeError) as err:
-        result.error = f"{result.pair.train.path}: cannot map its FSDP names ({err})"
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError) as err:
+        result.error = f"{result.pair.train.path}: cannot map its FSDP names ({type(err).__name__}: {err})"
         return False
     if mapped is not None:
         head = result.argv[:result.argv.index("-m")]
@@ -226,14 +230,18 @@ def _level_hint(pair: Pair) -> str:
             "level L0 dumps (a mix dump fails with 'Conflicting comparison data'); collect with \"level\": \"L0\"")
 
 
+_LEVEL = re.compile(rb'"level"\s*:\s*"([A-Za-z0-9]+)"')
+
+
 def _dump_level(path: str) -> str | None:
+    """The `level` msprobe wrote near the top of a dump.json (read from its head: the file can be huge)."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            document = json.load(handle)
-    except (OSError, ValueError, UnicodeDecodeError):
+        with open(path, "rb") as handle:
+            head = handle.read(64 * 1024)
+    except OSError:
         return None
-    level = document.get("level") if isinstance(document, dict) else None
-    return level if isinstance(level, str) else None
+    found = _LEVEL.search(head)
+    return found.group(1).decode("ascii") if found else None
 
 
 def _last_line(log_path: str) -> str:
@@ -253,7 +261,11 @@ def run_all(results: list[PairResult], jobs: int, progress: Callable[[int], None
     if not results:
         return results
     with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(results)))) as pool:
-        for _ in as_completed([pool.submit(run_one, result) for result in results]):
+        futures = {pool.submit(run_one, result): result for result in results}
+        for future in as_completed(futures):
+            error = future.exception()
+            if error is not None:  # a pair that did not run is a failure, never a silent empty result
+                futures[future].error = f"not compared: {type(error).__name__}: {error}"
             if progress is not None:
                 progress(1)
     return results

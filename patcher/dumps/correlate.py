@@ -12,8 +12,10 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import IO
 
 from rlpatch.dumps.layout import DUMP_JSON, PROC, RANK, Tree
 
@@ -85,20 +87,69 @@ def parse_timestamp(value) -> float | None:
     return None
 
 
+# A log line longer than this is no record of ours: it is skipped (and said), never held in memory.
+MAX_LINE = 1024 * 1024
+MAX_NUMBER = 10**9  # steps and ranks beyond this are damage, not a run
+
+
+def _lines(handle: IO[str]) -> Iterator[tuple[int, str | None]]:
+    """(line number, text) of each line; None for a line over MAX_LINE, read past in bounded pieces."""
+    number = 0
+    while True:
+        line = handle.readline(MAX_LINE + 1)
+        if not line:
+            return
+        number += 1
+        if len(line) > MAX_LINE:
+            while line and not line.endswith("\n"):
+                line = handle.readline(MAX_LINE)
+            yield number, None
+        else:
+            yield number, line
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_NUMBER
+
+
+def record_problem(data: dict) -> str | None:
+    """What is wrong with the types of a log record's fields, or None (missing fields are judged later)."""
+    for key in ("step", "rank", "num_requests", "pid"):
+        if key in data and not _is_count(data[key]):
+            return f"{key} is not a whole number from 0 to {MAX_NUMBER}"
+    if "phase" in data and not isinstance(data["phase"], str):
+        return "phase is not a string"
+    ids = data.get("request_ids", [])
+    if not isinstance(ids, list) or not all(isinstance(i, (str, int)) and not isinstance(i, bool) for i in ids):
+        return "request_ids is not a list of ids"
+    requests = data.get("requests", [])
+    if not isinstance(requests, list) or not all(
+            isinstance(r, dict) and isinstance(r.get("request_id"), (str, int)) for r in requests):
+        return "requests is not a list of objects with a request_id"
+    return None
+
+
 def read_log(path: str, pid: int, problems: list[str]) -> list[Record]:
     """The JSON records of one log, oldest first; bad lines become problems, not errors."""
     records = []
     try:
         with open(path, encoding="utf-8", errors="replace") as handle:
-            for number, line in enumerate(handle, 1):
+            for number, line in _lines(handle):
+                if line is None:
+                    problems.append(f"{path}:{number}: a line over {MAX_LINE} characters: not a record")
+                    continue
                 if not line.strip():
                     continue
                 try:
                     data = json.loads(line)
-                except ValueError:
+                except (ValueError, RecursionError):
                     problems.append(f"{path}:{number}: not a JSON record")
                     continue
-                if isinstance(data, dict):
+                if not isinstance(data, dict):
+                    problems.append(f"{path}:{number}: not a JSON object")
+                elif (wrong := record_problem(data)) is not None:
+                    problems.append(f"{path}:{number}: {wrong}")
+                else:
                     records.append(Record(data, pid, number, parse_timestamp(data.get("timestamp"))))
     except OSError as err:
         problems.append(f"{path}: unreadable ({err.strerror})")

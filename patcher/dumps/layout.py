@@ -23,18 +23,20 @@ from dataclasses import dataclass, field
 
 from rlpatch.errors import InputError
 
-STEP = re.compile(r"step(\d+)")
-VERL_STEP = re.compile(r"step_(\d+|unknown)")
-RANK = re.compile(r"rank(\d+)")
-PROC = re.compile(r"proc(\d+)")
-PID = re.compile(r"\d+")
+# At most 9 digits: a longer number is no step, rank or pid of a run (and would exceed int parsing limits).
+STEP = re.compile(r"step(\d{1,9})")
+VERL_STEP = re.compile(r"step_(\d{1,9}|unknown)")
+RANK = re.compile(r"rank(\d{1,9})")
+PROC = re.compile(r"proc(\d{1,9})")
+PID = re.compile(r"\d{1,9}")
 DISPATCH_LOG = "dispatch_log.jsonl"
 UPDATE_ACTOR_LOG = "update_actor_log.jsonl"
 DUMP_JSON = "dump.json"
 DUMP_KEYS = ("task", "level", "framework", "dump_data_dir", "data")
 # Above this size dump.json is not parsed: its head and tail are checked instead (a tensor-mode dump
-# of a real model holds one entry per tensor and can reach gigabytes).
-PARSE_LIMIT = 64 * 1024 * 1024
+# of a real model holds one entry per tensor and can reach gigabytes; parsing takes about 15 times the
+# file's size in memory, so the limit keeps `check` within tens of megabytes).
+PARSE_LIMIT = 4 * 1024 * 1024
 _PROBE = 64 * 1024
 
 
@@ -200,7 +202,7 @@ def dump_json_problem(path: str) -> str | None:
             return _large_dump_problem(path, size)
         with open(path, "rb") as handle:
             data = json.load(handle)
-    except (OSError, ValueError) as err:
+    except (OSError, ValueError, RecursionError) as err:
         return f"dump.json is unreadable ({type(err).__name__})"
     if not isinstance(data, dict):
         return "dump.json is not a JSON object"

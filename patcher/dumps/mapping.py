@@ -127,7 +127,7 @@ def _map_stack(source: str, target: str, changes: dict[str, str | None]) -> None
     try:
         with open(source, encoding="utf-8") as handle:
             stacks = json.load(handle)
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return
     if isinstance(stacks, dict):
         for value in stacks.values():
