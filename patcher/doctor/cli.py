@@ -46,11 +46,20 @@ STAGE2_TIMEOUT_S = 120.0
               help="A variable the script starts with (repeatable): it chooses the script's path, as `K=V bash run.sh` would.")
 @click.option("--install", is_flag=True, help="Install mindstudio-probe with the target's own pip when it is missing, then check again.")
 @click.option("--timeout", type=click.FloatRange(min=1), default=STAGE2_TIMEOUT_S, show_default=True, metavar="S",
-              help="Seconds the real msprobe import may take in the target.")
+              help="Seconds the whole probe of the target may take (metadata, then the real msprobe import).")
+@click.option("--isolated", is_flag=True,
+              help="Probe only the named interpreter (--python, else this one) in this environment: run nothing the "
+                   "script chooses (no launcher, no working directory, no PYTHONPATH or sitecustomize of the script).")
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @ray_options
 def doctor_cmd(**options: Any) -> int:
-    """Check msprobe, versions and patches in the Python that really runs verl."""
+    """Check msprobe, versions and patches in the Python that really runs verl.
+
+    To see the interpreter that really runs, doctor RUNS code the script chooses: the launcher of its verl
+    command with that launcher's arguments (`uv run --with ./pkg python3` installs and runs ./pkg), in the
+    script's working directory with its exported PYTHONPATH (a sitecustomize.py there runs too). Use
+    --isolated to probe only the named interpreter without any of that.
+    """
     if options.get("ray"):
         from rlpatch.cluster.driver import run_on_cluster  # imports ray: only with --ray
 
@@ -70,6 +79,8 @@ def doctor_cmd(**options: Any) -> int:
 
 
 def target_of(options: dict[str, Any], script: ScriptFacts | None) -> probe.Interpreter:
+    if options.get("isolated"):  # the named interpreter only: no launcher, working directory or env of the script
+        return python_option(options["python"], None, {}) if options.get("python") else current_interpreter()
     if options.get("python"):
         cwd = script.driver.cwd if script else None
         return python_option(options["python"], cwd, dict(script.driver.env) if script else {})
@@ -91,12 +102,15 @@ def run_facts(options: dict[str, Any], script: ScriptFacts | None) -> RunFacts:
 def examine(options: dict[str, Any], script: ScriptFacts | None) -> dict[str, Any]:
     """Probe the target (two stages) and turn what it says into verdicts."""
     target = target_of(options, script)
-    if script is not None and not options.get("python") and (absent := absent_launcher(target)):
-        return unreachable(options, script, target, absent)
-    found = probe.environment(target)
+    # The script's own launcher is the target (no --python, not --isolated).
+    from_script = script if script is not None and not options.get("python") and not options.get("isolated") else None
+    if from_script is not None and (absent := absent_launcher(target)):
+        return unreachable(options, from_script, target, absent)
+    deadline = probe.Deadline(options["timeout"])
+    found = probe.environment(target, deadline)
     packages = found["packages"]
     if (packages.get("mindstudio-probe") or {}).get("location"):
-        imported = probe.msprobe_import(target, options["timeout"])
+        imported = probe.msprobe_import(target, deadline)
     else:
         imported = {"ok": False, "cause": "msprobe", "error": "No module named 'msprobe'", "missing": "msprobe"}
     facts = run_facts(options, script)
@@ -104,8 +118,8 @@ def examine(options: dict[str, Any], script: ScriptFacts | None) -> dict[str, An
     verdicts += import_verdicts(packages, facts, target.display)
     verdicts += version_verdicts(packages, facts)
     verdicts += shadow_verdicts(packages)
-    if script is not None and not options.get("python"):
-        verdicts += driver_verdicts(script, found)
+    if from_script is not None:
+        verdicts += driver_verdicts(from_script, found, deadline)
     patched, trees = patch_verdicts(packages, facts.mode)
     verdicts += patched
     findings: list[dict[str, Any]] = []
@@ -156,7 +170,7 @@ def unreachable(options: dict[str, Any], script: ScriptFacts, target: probe.Inte
     }
 
 
-def driver_verdicts(script: ScriptFacts, workers_found: dict[str, Any]) -> list[Verdict]:
+def driver_verdicts(script: ScriptFacts, workers_found: dict[str, Any], deadline: probe.Deadline) -> list[Verdict]:
     """verl >= 0.9.1 starts its Ray workers with `py_executable`: say when it is not the driver's Python."""
     if script.workers is None:
         if script.workers_null_at is None:
@@ -167,7 +181,7 @@ def driver_verdicts(script: ScriptFacts, workers_found: dict[str, Any]) -> list[
     if absent := absent_launcher(script.driver):
         return [Verdict("FAIL", "launcher", f"{script.driver.chosen_by} starts `{script.driver.display}`, but this machine "
                         f"has no {absent}: choose the path that runs here with --env NAME=VALUE, or use --python")]
-    driver = probe.environment(script.driver)
+    driver = probe.environment(script.driver, deadline)
     # A venv's python is a symlink to its base interpreter: its sys.prefix, not the file, tells them apart.
     if (driver["prefix"], driver["executable"]) == (workers_found["prefix"], workers_found["executable"]):
         return [Verdict("OK", "workers-python", f"the Ray workers ({chosen_by}) run the driver's Python {driver['executable']}")]

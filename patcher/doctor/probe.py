@@ -11,9 +11,14 @@ marker line, found even when site hooks print other text. Never `-I`/`-E`: they 
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import signal
 import subprocess
+import tempfile
+import time
 from dataclasses import dataclass
+from typing import IO
 
 from rlpatch.errors import InputError
 from rlpatch.upstream import target_probe
@@ -64,19 +69,68 @@ class Interpreter:
         return shlex.join(self.argv)
 
 
+# What doctor keeps of a stage's output: its tail (the marker line is the last thing a stage prints).
+# The rest goes to a temporary file, so a target that prints hundreds of megabytes costs no memory.
+OUTPUT_TAIL = 1024 * 1024
+
+
+class Deadline:
+    """The time the whole probe may take (`--timeout`): every stage gets what is left of it."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.ends = time.monotonic() + seconds
+
+    def left(self, cap: float | None = None) -> float:
+        left = max(0.0, self.ends - time.monotonic())
+        return left if cap is None else min(cap, left)
+
+
+def _tail(handle: IO[bytes]) -> str:
+    handle.seek(0, os.SEEK_END)
+    size = handle.tell()
+    handle.seek(max(0, size - OUTPUT_TAIL))
+    return handle.read().decode("utf-8", errors="replace")
+
+
+def _run_bounded(command: list[str], interpreter: Interpreter, timeout: float) -> subprocess.CompletedProcess:
+    """Run a stage with its output in temporary files (only their tails are read) and its whole process
+    group ended at the timeout (a launcher such as `uv run` starts the interpreter as a child)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=interpreter.cwd,
+                                   env=dict(interpreter.env) or None, start_new_session=True)
+        try:
+            code = process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _end_group(process)
+            raise
+        return subprocess.CompletedProcess(command, code, _tail(out), _tail(err))
+
+
+def _end_group(process: subprocess.Popen) -> None:
+    """SIGKILL the stage's own process group (the one it was started in, by PID), then reap it."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except OSError:
+        process.kill()
+    process.wait()
+
+
 def run_stage(interpreter: Interpreter, source: str, args: list[str], timeout: float, stage: str) -> dict:
     """Run one stage in the target and return its marker's JSON (InputError when there is none)."""
     command = [*interpreter.argv, "-c", source, *args]
+    if timeout <= 0:
+        raise InputError(f"{interpreter.chosen_by}: {interpreter.display}: no time left for the {stage} probe "
+                         "(--timeout)")
     try:
-        done = subprocess.run(command, capture_output=True, text=True, errors="replace", timeout=timeout,
-                              cwd=interpreter.cwd, env=dict(interpreter.env) or None, check=False)
+        done = _run_bounded(command, interpreter, timeout)
     except FileNotFoundError:
         raise InputError(f"{interpreter.chosen_by}: {interpreter.argv[0]}: no such interpreter") from None
     except PermissionError:
         raise InputError(f"{interpreter.chosen_by}: {interpreter.argv[0]}: not executable") from None
     except subprocess.TimeoutExpired:
         raise InputError(f"{interpreter.chosen_by}: {interpreter.display}: the {stage} probe timed out after "
-                         f"{timeout:g} s") from None
+                         f"{timeout:.3g} s") from None
     except OSError as err:
         raise InputError(f"{interpreter.chosen_by}: {interpreter.display}: cannot run it ({err.strerror})") from None
     answer = target_probe.read_answer(done.stdout)
@@ -86,15 +140,21 @@ def run_stage(interpreter: Interpreter, source: str, args: list[str], timeout: f
                      f"({target_probe.last_words(done)})")
 
 
-def environment(interpreter: Interpreter) -> dict:
+def environment(interpreter: Interpreter, deadline: Deadline) -> dict:
     """Stage 1: where and which version each package is, for this interpreter, without importing any
     (the probe `upstream.target_probe` runs for every command that asks a target interpreter)."""
-    return run_stage(interpreter, target_probe.PROBE_SOURCE, [json.dumps(PACKAGES)], STAGE1_TIMEOUT_S, "metadata")
+    answer = run_stage(interpreter, target_probe.PROBE_SOURCE, [json.dumps(PACKAGES)],
+                       deadline.left(STAGE1_TIMEOUT_S), "metadata")
+    packages = answer.get("packages")
+    if not isinstance(packages, dict) or not all(isinstance(v, dict) for v in packages.values()):
+        raise InputError(f"{interpreter.chosen_by}: {interpreter.display}: the metadata probe's answer is malformed "
+                         "(no package table): something in the target rewrites its output")
+    return answer
 
 
-def msprobe_import(interpreter: Interpreter, timeout: float) -> dict:
+def msprobe_import(interpreter: Interpreter, deadline: Deadline) -> dict:
     """Stage 2: the real `from msprobe.pytorch import PrecisionDebugger`, and why it failed."""
-    answer = run_stage(interpreter, STAGE2, [], timeout, "msprobe import")
+    answer = run_stage(interpreter, STAGE2, [], deadline.left(), "msprobe import")
     answer["cause"] = import_failure_cause(answer)
     return answer
 

@@ -98,9 +98,10 @@ def read_answer(stdout: str) -> dict | None:
     for line in reversed(stdout.splitlines()):
         if line.startswith(MARKER):
             try:
-                return json.loads(line[len(MARKER):])
-            except ValueError:
+                answer = json.loads(line[len(MARKER):])
+            except (ValueError, RecursionError):
                 return None
+            return answer if isinstance(answer, dict) else None
     return None
 
 
