@@ -19,6 +19,7 @@ from rlpatch.shell.pieces import (
     Piece,
     Scope,
     Word,
+    over_limit,
     word_known_prefix_nonempty,
     word_text,
 )
@@ -84,6 +85,9 @@ class ParameterExpansion:
         op = found.group() if found else ""
         operand_start = body + rest + len(op)
         value = self._subscripted(name, subscript, via, whole)
+        if value == "over":  # a value past the bounds: this use is unknown, and says why
+            out.add(over_limit(via, whole)[0], quoted=True)
+            return
         if isinstance(value, list):  # ${A[@]} (possibly with an operator we do not model)
             if op:
                 out.add(Piece(None, via, desc=whole), quoted=True)
@@ -106,21 +110,21 @@ class ParameterExpansion:
         if value is None:
             return Piece("0", via)
         if value.over:  # past the value bounds: neither its elements nor its length are known
-            return Piece(None, via, desc=whole)
+            return over_limit(via, whole)[0]
         if of_array:
             return Piece(str(len(value.elements())), via)
         text = word_text(value.first())
         return Piece(None if text is None else str(len(text)), via, desc="" if text is not None else whole)
 
     def _subscripted(self, name: str, subscript: str | None, via: Span, whole: str) -> Word | list[Word] | str | None:
-        """A scalar word, a list of words (`[@]`), None (unset) or "unknown"."""
+        """A scalar word, a list of words (`[@]`), None (unset), "unknown" or "over" (past the bounds)."""
         if name in ("@", "*") and subscript is None:
             return [self._used(w, via) for w in self.scope.positional()]
         value = self._value(name)
         if isinstance(value, str) or value is None:
             return value
         if value.over:
-            return "unknown"
+            return "over"
         if subscript in ("@", "*"):
             return [self._used(w, via) for w in value.elements()]
         if subscript is None:
