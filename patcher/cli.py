@@ -6,6 +6,7 @@ import the patch engine (and with it libcst): the pre-commit hook must start fas
 
 from __future__ import annotations
 
+import errno
 import importlib
 import io
 import os
@@ -81,13 +82,41 @@ def main(argv: list[str] | None = None) -> Any:
         sys.exit(130)
     except BrokenPipeError:
         sys.exit(0)
+    except (RecursionError, MemoryError, OSError) as err:
+        # What the machine or the input's shape ran out of, not a bug in one command: one line.
+        if os.environ.get("RLPATCH_DEBUG"):
+            raise
+        click.echo(f"rlpatch: error: {resource_message(err)}", err=True)
+        sys.exit(EXIT_USAGE)
     except Exception as err:  # noqa: BLE001 - the last line of defence against a traceback
         if os.environ.get("RLPATCH_DEBUG"):
             raise
-        click.echo(f"rlpatch: internal error: {type(err).__name__}: {err} (set RLPATCH_DEBUG=1 for a traceback)", err=True)
+        click.echo(f"rlpatch: internal error: {type(err).__name__}: {one_line(str(err))} "
+                   "(set RLPATCH_DEBUG=1 for a traceback)", err=True)
         sys.exit(EXIT_USAGE)
     # Commands return their exit code (click returns it too when a command calls ctx.exit).
     sys.exit(result if isinstance(result, int) else 0)
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """A message on one line, at most `limit` characters (an exception's text may hold a file)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[:limit - 3] + "..."
+
+
+def resource_message(err: BaseException) -> str:
+    """One line for an exhausted resource or a failed system call: what, and on which file."""
+    if isinstance(err, RecursionError):
+        return "input nested too deeply to read (Python's recursion limit)"
+    if isinstance(err, MemoryError):
+        return "out of memory (the input is too large for this machine)"
+    assert isinstance(err, OSError)
+    reason = err.strerror or one_line(str(err)) or type(err).__name__
+    if err.errno == errno.ENOSPC:
+        reason = "no space left on device"
+    names = [name for name in (err.filename, err.filename2) if name is not None]
+    where = " -> ".join(os.fsdecode(name) for name in names)
+    return one_line(f"{where}: {reason}" if where else reason)
 
 
 def capture(argv: list[str]) -> tuple[int, str, str]:

@@ -96,7 +96,10 @@ def pair_cmd(train: str, infer: str, backend: str, fmt: str) -> int:
 
 
 def _python(python: str) -> list[str]:
-    argv = shlex.split(python)
+    try:
+        argv = shlex.split(python)
+    except ValueError as err:
+        raise InputError(f"--python {python!r}: {err}") from None
     if not argv:
         raise InputError("--python: empty")
     if shutil.which(argv[0]) is None:

@@ -13,6 +13,7 @@ import difflib
 import json
 import os
 import shlex
+import stat
 import tempfile
 
 import click
@@ -157,6 +158,7 @@ def gen_cmd(ctx: click.Context, mode: str, script: str, out, config_dir, dump_ro
                       targets.sglang, targets.vllm_ascend, force)
     result = generate(script, new_path, request, targets, given_env, extra, lint_options)
     files = {new_path: result.text} | {os.path.join(folder, c.name): _json(c.content) for c in result.plan.configs}
+    _refuse_bad_outputs(files, script)
     if not force and not dry_run:
         existing = [path for path in files if os.path.exists(path)]
         if existing:
@@ -179,6 +181,35 @@ def gen_cmd(ctx: click.Context, mode: str, script: str, out, config_dir, dump_ro
     else:
         _print_text(result, request, targets, new_path, script, files, findings, dry_run, roots, python)
     return 1 if failing else 0
+
+
+_SPECIAL_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                  (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def _output_problem(path: str, script: str) -> str | None:
+    """Why gen must not write `path`, or None: an output replaces only a regular file that is not
+    the input script (compared by device and inode: a symlink or hard link to it is it too)."""
+    try:
+        info = os.stat(path)  # follows symlinks: what a write would reach
+    except FileNotFoundError:
+        return None  # new (or a dangling symlink, which the rename replaces)
+    except OSError as err:
+        return f"cannot check it ({err.strerror or err})"
+    if not stat.S_ISREG(info.st_mode):
+        kind = next((name for test, name in _SPECIAL_KINDS if test(info.st_mode)), "not a regular file")
+        return f"is {kind}; gen writes only regular files" if kind.startswith("a ") else kind
+    if os.path.samestat(info, os.stat(script)):
+        return f"is the input script {script}; gen never replaces its input"
+    return None
+
+
+def _refuse_bad_outputs(files: dict[str, str], script: str) -> None:
+    """InputError (nothing written) when any output path is the input or not a regular file."""
+    for path in files:
+        problem = _output_problem(path, script)
+        if problem:
+            raise InputError(f"{path}: {problem} (nothing written)")
 
 
 def _released_verl(verl_version: str | None, other_target: bool) -> str | None:

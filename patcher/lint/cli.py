@@ -33,6 +33,15 @@ class ExtraArgsCommand(click.Command):
         return super().parse_args(ctx, args)
 
 
+def read_stdin() -> bytes:
+    """`-`: standard input, bounded like a script file (a closed stdin or an endless stream is an
+    InputError, not a hang or an exhausted memory)."""
+    from rlpatch.shell.source import MAX_SCRIPT_BYTES, read_stream
+
+    stream = sys.stdin.buffer if sys.stdin is not None else None
+    return read_stream(stream, "-", MAX_SCRIPT_BYTES)
+
+
 def _split(values: tuple[str, ...] | list[str] | str | None) -> list[str] | None:
     if values is None:
         return None
@@ -166,11 +175,16 @@ def lint_cmd(ctx: click.Context, files: tuple[str, ...], fmt: str, select, ignor
 
     Extra Hydra overrides after `--` are passed to the script as "$@".
     """
-    from rlpatch.lint.engine import LintTask, default_jobs, exit_code, lint_paths, select_rules
+    from rlpatch.lint.engine import FileResult, LintTask, default_jobs, exit_code, lint_paths, select_rules
     from rlpatch.lint.report import REPORTERS
 
     extra = ctx.meta.get("rlpatch.extra", [])
-    stdin = sys.stdin.buffer.read() if "-" in files else None
+    stdin, stdin_error = None, None
+    if "-" in files:
+        try:
+            stdin = read_stdin()
+        except InputError as err:  # one input of several: reported like an unreadable file
+            stdin_error = err.message
     cli = dict(mode=mode, env=env, use_env=use_env, verl_root=verl_root, verl_version=verl_version,
                allow_level=allow_level, config_root=config_root, python=python, sglang_root=sglang_root,
                vllm_ascend_root=vllm_ascend_root)
@@ -182,12 +196,14 @@ def lint_cmd(ctx: click.Context, files: tuple[str, ...], fmt: str, select, ignor
         rules = select_rules(*_selection(select, ignore, table))
         fail = fail or FAIL_ON[str(table.get("fail_on", "E")).upper()]
         zero = zero or bool(table.get("exit_zero"))
-        tasks.extend((path, options, rules) for path in paths)
+        tasks.extend((path, options, rules) for path in paths if not (path == "-" and stdin_error))
     results = lint_paths(tasks, stdin, jobs or default_jobs(tasks, stdin))
     if skip_non_verl:
         from rlpatch.lint.scope import skip_non_verl as drop_non_verl
 
         results = drop_non_verl(results, stdin)
+    if stdin_error:
+        results.append(FileResult("-", error=stdin_error))
     for result in results:
         if result.error:
             click.echo(f"rlpatch: error: {result.error}", err=True)
@@ -213,7 +229,7 @@ def detect_cmd(ctx: click.Context, files: tuple[str, ...], fmt: str, mode, env, 
     from rlpatch.lint.detect import describe_file, render_text
 
     extra = ctx.meta.get("rlpatch.extra", [])
-    stdin = sys.stdin.buffer.read() if "-" in files else None
+    stdin = read_stdin() if "-" in files else None
     cli = dict(mode=mode, env=env, use_env=use_env, verl_root=verl_root, verl_version=verl_version,
                config_root=config_root)
     objects, failed = [], False

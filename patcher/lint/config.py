@@ -44,13 +44,23 @@ def find_config(directory: str) -> tuple[str | None, dict[str, Any]]:
         current = parent
 
 
+# pyproject.toml files are a few KB; one over this is not read (and a FIFO or device never is).
+MAX_PYPROJECT_BYTES = 1024 * 1024
+_FAIL_ON = ("E", "W", "I", "ERROR", "WARNING", "INFO")
+
+
 def _read_table(path: str) -> dict[str, Any] | None:
+    from rlpatch.shell.source import read_regular
+
     try:
-        with open(path, encoding="utf-8") as handle:
-            data = _toml_loads(handle.read())
-    except (OSError, ValueError) as err:
-        raise InputError(f"{path}: cannot read [tool.rlpatch] ({err})") from None
-    table = data.get("tool", {}).get("rlpatch")
+        data = _toml_loads(read_regular(path, MAX_PYPROJECT_BYTES, "a pyproject.toml").decode("utf-8"))
+    except InputError as err:
+        raise InputError(f"{path}: cannot read [tool.rlpatch] ({err.message.removeprefix(path + ': ')})") from None
+    except (ValueError, RecursionError) as err:  # TOML errors, not UTF-8, nested too deeply
+        reason = "nested too deeply" if isinstance(err, RecursionError) else str(err).splitlines()[0]
+        raise InputError(f"{path}: cannot read [tool.rlpatch] ({reason})") from None
+    tool = data.get("tool", {})
+    table = tool.get("rlpatch") if isinstance(tool, dict) else None
     if table is None:
         return None
     if not isinstance(table, dict):
@@ -59,4 +69,41 @@ def _read_table(path: str) -> dict[str, Any] | None:
     unknown = sorted(set(normalised) - KNOWN_KEYS)
     if unknown:
         raise InputError(f"{path}: unknown [tool.rlpatch] key(s): {', '.join(unknown)}")
+    for key, value in normalised.items():
+        problem = _type_problem(key, value)
+        if problem:
+            raise InputError(f"{path}: [tool.rlpatch] {key.replace('_', '-')} {problem}")
     return normalised
+
+
+def _kind(value: Any) -> str:
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "an array",
+            dict: "a table"}.get(type(value), type(value).__name__)
+
+
+def _strings(value: Any) -> bool:
+    return isinstance(value, str) or (isinstance(value, list) and all(isinstance(item, str) for item in value))
+
+
+def _type_problem(key: str, value: Any) -> str | None:
+    """What is wrong with the type (or value) of one key, or None. The values themselves (rule codes,
+    modes, versions, paths) are checked where they are used, with the same messages as the options."""
+    if key in ("select", "ignore", "allow_level"):
+        return None if _strings(value) else f"must be a string or an array of strings, not {_kind(value)}"
+    if key in ("mode", "verl_version", "verl_root", "config_root"):
+        return None if isinstance(value, str) else f"must be a string, not {_kind(value)}"
+    if key == "fail_on":
+        if not isinstance(value, str) or value.upper() not in _FAIL_ON:
+            return f"must be one of \"E\", \"W\", \"I\" (or error, warning, info), not {value!r}"
+        return None
+    if key == "exit_zero":
+        return None if isinstance(value, bool) else f"must be true or false, not {_kind(value)}"
+    if key == "env":
+        scalar = (str, int)
+        if isinstance(value, dict):
+            wrong = [name for name, item in value.items() if isinstance(item, bool) or not isinstance(item, scalar)]
+            return f"{wrong[0]} must be a string or an integer, not {_kind(value[wrong[0]])}" if wrong else None
+        if isinstance(value, list) and all(isinstance(item, str) for item in value):
+            return None
+        return f"must be a table (NAME = \"value\") or an array of \"NAME=value\" strings, not {_kind(value)}"
+    return None

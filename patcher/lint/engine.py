@@ -197,11 +197,9 @@ def lint_path(path: str, options: LintOptions, rules: Rules, stdin_text: bytes |
 def _lint_path(path: str, options: LintOptions, rules: Rules, stdin_text: bytes | None) -> FileResult:
     from rlpatch.lint.msprobe_family import is_config_path, lint_config_file
 
-    if is_config_path(path):  # an msprobe config.json given directly: RL5xx on the file alone
-        if not os.path.isfile(path):
-            return FileResult(path, error=f"{path}: not a file")
-        return FileResult(path, lint_config_file(path, rules))
     try:
+        if is_config_path(path):  # an msprobe config.json given directly: RL5xx on the file alone
+            return FileResult(path, lint_config_file(path, rules))
         source = SourceFile.from_bytes("-", stdin_text or b"") if path == "-" else SourceFile.read(path)
         return lint_source(source, options, rules)
     except InputError as err:

@@ -19,6 +19,11 @@ from typing import Any
 Path = tuple[str | int, ...]
 
 _WHITESPACE = " \t\n\r"
+# Positions are recorded this deep; a value below is skipped by the stdlib decoder (in C, no
+# Python recursion): rules read the top levels of a config only, and a config nested deeper than
+# Python's recursion limit allows must not crash the walker.
+MAX_POSITION_DEPTH = 32
+_DECODER = json.JSONDecoder()
 _NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?")
 _LITERALS = ("true", "false", "null", "NaN", "Infinity", "-Infinity")
 
@@ -66,8 +71,13 @@ def parse(text: str) -> Document:
         value = json.loads(text)
     except json.JSONDecodeError as err:
         raise JsonError(err.msg, err.lineno, err.colno) from None
+    except RecursionError:  # msprobe's json.load fails the same way
+        raise JsonError("nested too deeply for Python's json module (it raises RecursionError)", 1, 1) from None
     walker = _Walker(text)
-    walker.value(walker.skip(0), ())
+    try:
+        walker.value(walker.skip(0), ())
+    except RecursionError:  # the decoder's skip of a deep value, on top of the walker's frames
+        pass  # the values walked so far keep their positions; the others point at an ancestor
     return Document(value, walker.values, walker.keys)
 
 
@@ -96,7 +106,9 @@ class _Walker:
 
     def value(self, index: int, path: Path) -> int:
         char = self.text[index]
-        if char == "{":
+        if len(path) >= MAX_POSITION_DEPTH and char in "{[":
+            end = _DECODER.raw_decode(self.text, index)[1]
+        elif char == "{":
             end = self.object(index, path)
         elif char == "[":
             end = self.array(index, path)

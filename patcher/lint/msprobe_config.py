@@ -26,9 +26,9 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator
-from pathlib import Path as FsPath
 from typing import Any
 
+from rlpatch.errors import InputError
 from rlpatch.lint.jsonpos import JsonError, Path, parse
 from rlpatch.lint.msprobe_rules import RuleChecks
 from rlpatch.lint.msprobe_schema import (
@@ -49,21 +49,41 @@ from rlpatch.lint.msprobe_schema import (
     kind,
     step_rank_element_problem,
 )
+from rlpatch.shell.source import InputTooLarge, read_regular
+
+# msprobe configs are a few KB (a long `list` of API names: tens of KB). Reading, parsing and
+# walking 1 MB takes a fifth of a second; a 100 MB "config" would take minutes, so it is refused
+# before it is parsed (msprobe itself would read it: a warning, not an error).
+MAX_CONFIG_BYTES = 1024 * 1024
+
+
+def read_config(path: str) -> bytes:
+    """The bytes of a config file: a regular file of at most MAX_CONFIG_BYTES, else InputError."""
+    return read_regular(path, MAX_CONFIG_BYTES, "an msprobe config")
 
 
 def check_file(path: str | os.PathLike[str], options: Options | None = None) -> list[ConfigFinding]:
-    """All findings for the config file at `path` (RL501 when it cannot be read or parsed)."""
+    """All findings for the config file at `path` (RL501 when it cannot be read or parsed; a
+    warning when it is over MAX_CONFIG_BYTES: not read, so not checked)."""
     shown = os.fspath(path)
     try:
-        raw = FsPath(path).read_bytes()
-    except OSError as err:
-        return [_file_finding("RL501", f"cannot read the msprobe config: {err.strerror or err}", shown)]
+        raw = read_config(shown)
+    except InputError as err:
+        message = err.message.removeprefix(f"{shown}: ")
+        if isinstance(err, InputTooLarge):
+            return [ConfigFinding("RL501", "warning", f"not checked: {message}", shown, 1, 1, 1, 1)]
+        return [_file_finding("RL501", f"cannot read the msprobe config: {message}", shown)]
+    return check_bytes(raw, shown, options)
+
+
+def check_bytes(raw: bytes, path: str, options: Options | None = None) -> list[ConfigFinding]:
+    """All findings for a config file's bytes (`path` names it, and msprobe checks that path too)."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
-        return [_file_finding("RL501", f"the msprobe config is not UTF-8 (byte {err.start})", shown)]
-    findings = list(_config_path_findings(shown))
-    return findings + check_text(text, shown, options)
+        return [_file_finding("RL501", f"the msprobe config is not UTF-8 (byte {err.start})", path)]
+    findings = list(_config_path_findings(path))
+    return findings + check_text(text, path, options)
 
 
 def check_text(text: str, file: str = "config.json", options: Options | None = None) -> list[ConfigFinding]:
@@ -73,7 +93,11 @@ def check_text(text: str, file: str = "config.json", options: Options | None = N
     except JsonError as err:
         return [ConfigFinding("RL501", "error", f"not JSON: {err.message}", file, err.line, err.column,
                               err.line, err.column + 1)]
-    return list(_Checker(document, file, options or Options()).run())
+    try:
+        return list(_Checker(document, file, options or Options()).run())
+    except RecursionError:  # a value nested near Python's limit, shown in a message (repr)
+        return [ConfigFinding("RL501", "warning", "not checked: values nested too deeply to check", file,
+                              1, 1, 1, 1)]
 
 
 def is_valid(findings: list[ConfigFinding]) -> bool:

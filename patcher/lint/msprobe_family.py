@@ -116,13 +116,15 @@ def _span(finding: ConfigFinding) -> Span:
 
 
 def lint_config_file(path: str, rules: Iterable[LintRule]) -> list[Finding]:
-    """`rlpatch lint config.json`: the file alone, as msprobe reads it (the selected RL5xx rules)."""
-    from rlpatch.lint.msprobe_config import check_file
+    """`rlpatch lint config.json`: the file alone, as msprobe reads it (the selected RL5xx rules).
+    A file that is not a regular file or is over the config size limit is an InputError."""
+    from rlpatch.lint.msprobe_config import check_bytes, read_config
     from rlpatch.lint.msprobe_schema import Options
 
     codes = {rule.code for rule in rules}
+    found = check_bytes(read_config(path), path, Options())
     return sorted(
-        (Finding(f.code, f.severity, f.message, _span(f)) for f in check_file(path, Options()) if f.code in codes),  # type: ignore[arg-type]
+        (Finding(f.code, f.severity, f.message, _span(f)) for f in found if f.code in codes),  # type: ignore[arg-type]
         key=Finding.sort_key,
     )
 

@@ -165,11 +165,13 @@ class _Reporter:
         """(parsed JSON, text) of a file the script references, or None when unreadable or not JSON."""
         import json  # here: most scripts reference no JSON file
 
-        try:
-            with open(path, encoding="utf-8") as handle:
-                text = handle.read(4 * 1024 * 1024)
+        from rlpatch.errors import InputError
+        from rlpatch.lint.msprobe_config import read_config
+
+        try:  # a regular file within the config size limit only: a FIFO would block, /dev/zero never ends
+            text = read_config(path).decode("utf-8")
             return json.loads(text), text
-        except (OSError, ValueError):
+        except (InputError, ValueError, RecursionError):
             return None
 
     @staticmethod

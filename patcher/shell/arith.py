@@ -67,7 +67,7 @@ class Arith:
             value = self._expr(0)
             if self.index != len(self.tokens):
                 return None
-            return value
+            return _wrap(value)
         except (_Unknown, ZeroDivisionError, IndexError, ValueError, OverflowError, RecursionError):
             return None
 
@@ -87,7 +87,7 @@ class Arith:
                 return int(digits, int(base))
             if text.lower().startswith("0x"):
                 return int(text, 16)
-            return int(text, 8) if len(text) > 1 and text.startswith("0") else int(text)
+            return _wrap(int(text, 8) if len(text) > 1 and text.startswith("0") else int(text))
         if kind == "name":
             value = self.var(text)
             if value is None:
@@ -100,7 +100,7 @@ class Arith:
             return value
         if text in ("-", "+", "!", "~"):
             operand = self._expr(12)
-            return {"-": -operand, "+": operand, "!": int(not operand), "~": ~operand}[text]
+            return _wrap({"-": -operand, "+": operand, "!": int(not operand), "~": ~operand}[text])
         raise ValueError(text)
 
     def _expr(self, min_prec: int) -> int:
@@ -136,15 +136,28 @@ _OPERATIONS: dict[str, Callable[[int, int], int]] = {
 }
 
 
+def _wrap(value: int) -> int:
+    """The value as bash's signed 64-bit integers hold it (`$((2**64))` is 0). Besides being bash's
+    answer, it keeps `X=$((X*X))` in a loop from growing a number of millions of digits."""
+    return ((value + _HALF) & _MASK) - _HALF
+
+
+_HALF, _MASK = 1 << 63, (1 << 64) - 1
+
+
 def _binary(op: str, left: int, right: int) -> int:
+    return _wrap(_binary_exact(op, left, right))
+
+
+def _binary_exact(op: str, left: int, right: int) -> int:
     if op == "/":
         return int(left / right) if right else _raise_zero()
     if op == "%":
         return left - right * int(left / right) if right else _raise_zero()
     if op == "**":
-        if right < 0 or right > 256:
+        if right < 0:  # bash: "exponent less than 0"
             raise ValueError
-        return left**right
+        return pow(left, right, 1 << 64)
     if op in ("<<", ">>") and not 0 <= right < 256:
         raise ValueError
     return _OPERATIONS[op](left, right)

@@ -207,8 +207,9 @@ class Run:
         try:
             import yaml
 
-            with open(path, encoding="utf-8") as handle:
-                text = handle.read()
+            from rlpatch.shell.source import MAX_SCRIPT_BYTES, read_regular
+
+            text = read_regular(path, MAX_SCRIPT_BYTES, "a config file").decode("utf-8")  # bounded, regular only
             data = yaml.safe_load(text)
         except Exception:  # noqa: BLE001 - a broken config file is Hydra's error to report
             return

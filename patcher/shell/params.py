@@ -12,8 +12,22 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from rlpatch.shell.pieces import MAX_DEPTH, Fields, Piece, Scope, Word, word_known_prefix_nonempty, word_text
+from rlpatch.shell.pieces import (
+    MAX_DEPTH,
+    MAX_VALUE_SIZE,
+    Fields,
+    Piece,
+    Scope,
+    Word,
+    over_limit,
+    word_known_prefix_nonempty,
+    word_text,
+)
 from rlpatch.shell.source import SourceFile, Span
+
+# `${X#pattern}` and `${X%pattern}` try every prefix (suffix) length with fnmatch: quadratic in the
+# value's length. On a longer value the result is unknown (a launch script's values are short).
+MAX_PATTERN_TEXT = 4096
 
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _LENGTH_RE = re.compile(r"#([A-Za-z_][A-Za-z0-9_]*|[@*#0-9])(\[[@*]\])?")  # ${#A}, ${#A[@]}
@@ -71,6 +85,9 @@ class ParameterExpansion:
         op = found.group() if found else ""
         operand_start = body + rest + len(op)
         value = self._subscripted(name, subscript, via, whole)
+        if value == "over":  # a value past the bounds: this use is unknown, and says why
+            out.add(over_limit(via, whole)[0], quoted=True)
+            return
         if isinstance(value, list):  # ${A[@]} (possibly with an operator we do not model)
             if op:
                 out.add(Piece(None, via, desc=whole), quoted=True)
@@ -92,18 +109,22 @@ class ParameterExpansion:
             return Piece(None, via, desc=whole)
         if value is None:
             return Piece("0", via)
+        if value.over:  # past the value bounds: neither its elements nor its length are known
+            return over_limit(via, whole)[0]
         if of_array:
             return Piece(str(len(value.elements())), via)
         text = word_text(value.first())
         return Piece(None if text is None else str(len(text)), via, desc="" if text is not None else whole)
 
     def _subscripted(self, name: str, subscript: str | None, via: Span, whole: str) -> Word | list[Word] | str | None:
-        """A scalar word, a list of words (`[@]`), None (unset) or "unknown"."""
+        """A scalar word, a list of words (`[@]`), None (unset), "unknown" or "over" (past the bounds)."""
         if name in ("@", "*") and subscript is None:
             return [self._used(w, via) for w in self.scope.positional()]
         value = self._value(name)
         if isinstance(value, str) or value is None:
             return value
+        if value.over:
+            return "over"
         if subscript in ("@", "*"):
             return [self._used(w, via) for w in value.elements()]
         if subscript is None:
@@ -186,6 +207,8 @@ def _transform(text: str, op: str, operand: str | None, arith: Callable[[str], i
         return text[:1].upper() + text[1:]
     if operand is None:
         return None
+    if op in ("#", "##", "%", "%%") and len(text) > MAX_PATTERN_TEXT:
+        return None
     if op in ("#", "##"):
         lengths = range(len(text) + 1) if op == "#" else range(len(text), -1, -1)
         for size in lengths:
@@ -202,12 +225,16 @@ def _transform(text: str, op: str, operand: str | None, arith: Callable[[str], i
         pattern, _, replacement = operand.partition("/")
         if any(ch in pattern for ch in "*?["):
             return None
+        if not pattern and op in ("/", "//"):
+            return text  # bash: an empty pattern replaces nothing (Python's replace would insert everywhere)
         if op == "//":
+            if pattern and text.count(pattern) * len(replacement) > MAX_VALUE_SIZE:
+                return None  # the result would pass the value bound
             return text.replace(pattern, replacement)
         if op == "/#":
             return replacement + text[len(pattern):] if text.startswith(pattern) else text
         if op == "/%":
-            return text[: len(text) - len(pattern)] + replacement if pattern and text.endswith(pattern) else text
+            return text[: len(text) - len(pattern)] + replacement if text.endswith(pattern) else text
         return text.replace(pattern, replacement, 1)
     if op == ":":
         offset_text, _, length_text = operand.partition(":")

@@ -55,22 +55,71 @@ def unknown_descs(word: Sequence[Piece]) -> list[str]:
     return [piece.desc for piece in word if not piece.known]
 
 
+# Bounds on what one expansion produces and what one variable holds. Without them a script that
+# doubles a value (`S=$S$S` twenty times, `A=("${A[@]}" "${A[@]}")`, `set -- "$@" "$@"`) takes time
+# and memory exponential in its length. Past a bound the value is unknown, reported like `$(nproc)`
+# (RL002), never guessed, and so is every expansion that uses it. A value's size counts its characters
+# (an unknown piece's source text) plus one per piece (a value made of unknown pieces grows too). Real launch scripts stay far below both.
+MAX_VALUE_SIZE = 64 * 1024  # one value: all of an array's elements together, or one expansion
+MAX_ELEMENTS = 4096  # elements of an array, positional parameters, fields of a command or an expansion
+OVER_LIMIT = "over rlpatch's 64 KiB / 4096-element limit for a value"
+
+
+def word_size(word: Word) -> int:
+    """A word's measure for MAX_VALUE_SIZE: its characters (an unknown piece's source text) plus one per piece."""
+    size = len(word)
+    for piece in word:
+        size += len(piece[0] if piece[0] is not None else piece[4])
+    return size
+
+
+def over_limit(span: Span, what: str) -> Word:
+    """The word that stands for a value past the bounds: unknown, saying what and why."""
+    shown = what if len(what) <= 60 else what[:57] + "..."
+    return (Piece(None, span, desc=f"{shown} ({OVER_LIMIT})"),)
+
+
+def is_over(word: Word) -> bool:
+    """Whether `word` holds an unknown piece that `over_limit` made (a value past the bounds)."""
+    return any(piece[0] is None and piece[4].endswith(_OVER_END) for piece in word)
+
+
+_OVER_END = f"({OVER_LIMIT})"
+
+
 class Value:
     """A shell variable's value: a scalar word or an array of words, and where it was assigned.
 
     `scalar` and `array` are never changed in place once the Value is built (an assignment makes a
     new Value): the expander's memo compares the values it read by identity first. Only
-    `exported` changes (`export NAME`), and expansion never looks at it.
+    `exported` changes (`export NAME`), and expansion never looks at it. `over` marks a value that
+    went past MAX_VALUE_SIZE / MAX_ELEMENTS: it is one unknown word, and its length is unknown too.
     """
 
-    __slots__ = ("scalar", "array", "span", "exported")
+    __slots__ = ("scalar", "array", "span", "exported", "over")
 
     def __init__(self, scalar: Word | None = None, array: list[Word] | None = None,
-                 span: Span | None = None, exported: bool = False) -> None:
+                 span: Span | None = None, exported: bool = False, over: bool = False) -> None:
         self.scalar = scalar
         self.array = array
         self.span = span
         self.exported = exported
+        self.over = over
+
+    def within_limits(self, name: str, span: Span) -> "Value":
+        """This value, or an unknown one (`over`) when it is past MAX_ELEMENTS or MAX_VALUE_SIZE."""
+        if self.over:
+            return self
+        words = self.array if self.array is not None else ([self.scalar] if self.scalar is not None else [])
+        if len(words) <= MAX_ELEMENTS:
+            size = 0
+            for word in words:
+                size += word_size(word)
+                if size > MAX_VALUE_SIZE or is_over(word):
+                    break
+            else:
+                return self
+        return Value(scalar=over_limit(span, f"${name}"), span=span, exported=self.exported, over=True)
 
     def elements(self) -> list[Word]:
         if self.array is not None:
@@ -84,7 +133,8 @@ class Value:
         return self.scalar if self.scalar is not None else ()
 
     def copy(self) -> "Value":
-        return Value(self.scalar, None if self.array is None else list(self.array), self.span, self.exported)
+        return Value(self.scalar, None if self.array is None else list(self.array), self.span, self.exported,
+                     self.over)
 
 
 class Scope(Protocol):
@@ -110,18 +160,28 @@ MAX_DEPTH = 40  # nested expansions deeper than this are unknown (a self-referen
 
 
 class Fields:
-    """Builds the fields (argv words) of one source word, with bash's field splitting rules."""
+    """Builds the fields (argv words) of one source word, with bash's field splitting rules.
 
-    __slots__ = ("fields", "keep")
+    `over` turns True once the expansion passes MAX_VALUE_SIZE or MAX_ELEMENTS; the expander then
+    stops expanding that word and makes it unknown."""
+
+    __slots__ = ("fields", "keep", "size", "over")
 
     def __init__(self) -> None:
         self.fields: list[list[Piece]] = [[]]
         self.keep: list[bool] = [False]  # a field with quotes is kept even when empty
+        self.size = 0
+        self.over = False
 
     def add(self, piece: Piece, quoted: bool) -> None:
         if quoted:
             self.keep[-1] = True
-        if piece.text == "" and not piece.desc:
+        text = piece[0]
+        if text == "" and not piece.desc:
+            return
+        self.size += len(text if text is not None else piece[4]) + 1
+        if self.size > MAX_VALUE_SIZE:
+            self.over = True
             return
         self.fields[-1].append(piece)
 
@@ -137,7 +197,9 @@ class Fields:
                 if index:
                     self.new_field()
                 if part:
-                    self.fields[-1].append(Piece(part, piece.span, False, piece.via, piece.desc, piece.chain))
+                    self.add(Piece(part, piece.span, False, piece.via, piece.desc, piece.chain), quoted=False)
+            if self.over:
+                return
 
     def add_multi(self, words: list[Word], quoted: bool) -> None:
         """`"$@"` / `"${A[@]}"`: one field per element (quoted), each element split when unquoted."""
@@ -146,14 +208,20 @@ class Fields:
                 self.new_field()
             if quoted:
                 self.keep[-1] = True
-                self.fields[-1].extend(p for p in word if p.text != "" or p.desc)
+                for piece in word:
+                    if piece.text != "" or piece.desc:
+                        self.add(piece, quoted=True)
             else:
                 self.add_split(word)
+            if self.over:
+                return
 
     def new_field(self) -> None:
+        if len(self.fields) >= MAX_ELEMENTS:
+            self.over = True
+            return
         self.fields.append([])
         self.keep.append(False)
 
     def result(self) -> list[Word]:
         return [tuple(field) for field, keep in zip(self.fields, self.keep, strict=False) if field or keep]
-

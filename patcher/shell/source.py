@@ -11,6 +11,7 @@ from __future__ import annotations
 import bisect
 import os
 import re
+import stat
 from functools import cached_property
 from itertools import accumulate
 from typing import NamedTuple
@@ -19,6 +20,77 @@ from rlpatch.errors import InputError
 
 # Real launch scripts are a few KB; a 2 MB "script" is generated data or a mistake.
 MAX_SCRIPT_BYTES = 2 * 1024 * 1024
+
+_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISSOCK, "a socket"))
+
+
+def _not_regular(path: str, mode: int) -> InputError:
+    if stat.S_ISDIR(mode):
+        return InputError(f"{path}: is a directory")
+    kind = next((name for test, name in _KINDS if test(mode)), "a special file")
+    return InputError(f"{path}: {kind}, not a regular file (rlpatch reads only regular files)")
+
+
+def _limit_text(limit: int) -> str:
+    """A limit in binary units as the messages say them: 2 MB for 2 MiB, 64 KB for 64 KiB."""
+    if limit % (1024 * 1024) == 0:
+        return f"{limit // (1024 * 1024)} MB"
+    return f"{limit // 1024} KB" if limit % 1024 == 0 else f"{limit} bytes"
+
+
+class InputTooLarge(InputError):
+    """An input over its size limit (callers may report it differently from an unreadable one)."""
+
+
+def too_large(path: str, size: int | None, limit: int, what: str, noun: str = "file") -> InputTooLarge:
+    shown = f"{size / 1e6:.1f} MB" if size is not None else f"over {_limit_text(limit)}"
+    return InputTooLarge(f"{path}: {noun} too large ({shown}; {what} is at most {_limit_text(limit)})")
+
+
+def read_regular(path: str, limit: int, what: str = "a launch script") -> bytes:
+    """The bytes of the regular file `path` (at most `limit`), or InputError with a one-line reason.
+
+    Only a regular file is read: a FIFO would block the reader forever and a device (/dev/zero)
+    never ends. The kind is checked before opening (opening some devices acts on them), the file
+    is opened without blocking and checked again on the descriptor (it may have been swapped
+    meanwhile), and at most `limit + 1` bytes are read (a file that grows is still bounded).
+    """
+    try:
+        mode = os.stat(path).st_mode
+        if not stat.S_ISREG(mode):
+            raise _not_regular(path, mode)
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        with os.fdopen(descriptor, "rb") as handle:
+            info = os.fstat(handle.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise _not_regular(path, info.st_mode)
+            if info.st_size > limit:
+                raise too_large(path, info.st_size, limit, what)
+            data = handle.read(limit + 1)
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except OSError as err:
+        raise InputError(f"{path}: cannot read ({err.strerror or err})") from None
+    if len(data) > limit:
+        raise too_large(path, None, limit, what)
+    return data
+
+
+def read_stream(stream, name: str, limit: int, what: str = "a launch script") -> bytes:
+    """At most `limit` bytes of an open binary stream (stdin), or InputError: `limit + 1` bytes are
+    read at most, so `yes |` or `< /dev/zero` is refused after that much, not read until memory ends."""
+    if stream is None:
+        raise InputError(f"{name}: closed, nothing to read")
+    try:
+        data = stream.read(limit + 1)
+    except ValueError:  # the file object is closed
+        raise InputError(f"{name}: closed, nothing to read") from None
+    except OSError as err:
+        raise InputError(f"{name}: cannot read ({err.strerror or err})") from None
+    if len(data) > limit:
+        raise too_large(name, None, limit, what, "input")
+    return data
 
 
 class Span(NamedTuple):
@@ -62,7 +134,7 @@ class SourceFile:
     @classmethod
     def from_bytes(cls, path: str, data: bytes) -> "SourceFile":
         if len(data) > MAX_SCRIPT_BYTES:
-            raise InputError(f"{path}: file too large ({len(data) / 1e6:.1f} MB; a launch script is at most 2 MB)")
+            raise too_large(path, len(data), MAX_SCRIPT_BYTES, "a launch script")
         if b"\0" in data:
             raise InputError(f"{path}: binary file (contains NUL bytes), not a shell script")
         try:
@@ -76,20 +148,9 @@ class SourceFile:
 
     @classmethod
     def read(cls, path: str) -> "SourceFile":
-        """Read `path`, raising InputError with a one-line reason for anything that is not a script."""
-        if os.path.isdir(path):
-            raise InputError(f"{path}: is a directory")
-        try:
-            size = os.path.getsize(path)
-            if size > MAX_SCRIPT_BYTES:
-                raise InputError(f"{path}: file too large ({size / 1e6:.1f} MB; a launch script is at most 2 MB)")
-            with open(path, "rb") as handle:
-                data = handle.read()
-        except FileNotFoundError:
-            raise InputError(f"{path}: no such file") from None
-        except OSError as err:
-            raise InputError(f"{path}: cannot read ({err.strerror or err})") from None
-        return cls.from_bytes(path, data)
+        """Read `path`, raising InputError with a one-line reason for anything that is not a script
+        (not a regular file, over 2 MB, binary, not UTF-8)."""
+        return cls.from_bytes(path, read_regular(path, MAX_SCRIPT_BYTES))
 
     @cached_property
     def encoded(self) -> bytes:

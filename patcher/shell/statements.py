@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Iterator
 from rlpatch.shell.control import ControlFlow, PathExit, ScopeReturn
 from rlpatch.shell.launch import find_launch
 from rlpatch.shell.parse import ParsedScript
-from rlpatch.shell.pieces import Piece, Value, Word
+from rlpatch.shell.pieces import MAX_ELEMENTS, MAX_VALUE_SIZE, Piece, Value, Word, is_over, over_limit, word_size
 from rlpatch.shell.results import Arg
 from rlpatch.shell.source import SourceFile, Span
 from rlpatch.shell.words import Expander
@@ -57,7 +57,7 @@ class Shell(ControlFlow):
         return self.variables.get(name, "unknown")
 
     def assign_default(self, name: str, word: Word, span: Span) -> None:
-        self.variables[name] = Value(scalar=word, span=span)
+        self.variables[name] = Value(scalar=word, span=span).within_limits(name, span)
 
     def positional(self) -> list[Word]:
         return self.positional_words
@@ -181,13 +181,25 @@ class Shell(ControlFlow):
         return self.args_in(list(self.word_ranges(nodes)))
 
     def args_in(self, ranges: list[tuple[int, int]]) -> list[Arg]:
+        """The words of `ranges`, expanded. Past MAX_ELEMENTS words or MAX_VALUE_SIZE in all, the
+        rest is one unknown word (`"$@" "$@"` doubling in a loop or a recursive function)."""
         args: list[Arg] = []
         span_of, fields = self.source.span, self.expander.fields
+        size = 0
         for start, end in ranges:
             span = span_of(start, end)
             for word in fields(start, end):
+                size += word_size(word)
+                if size > MAX_VALUE_SIZE or len(args) >= MAX_ELEMENTS:
+                    args.append(Arg(over_limit(span, self.source.text[start:end]), span))
+                    return args
                 args.append(Arg(word, span))
         return args
+
+    @staticmethod
+    def args_over(args: list[Arg]) -> bool:
+        """Whether `args_in` cut these words at the bounds (their count is then unknown)."""
+        return bool(args) and is_over(args[-1].word)
 
     # ---- assignments ------------------------------------------------------------------------
     def _assignment(self, node) -> tuple | None:
@@ -231,10 +243,13 @@ class Shell(ControlFlow):
         old = old if isinstance(old, Value) else None
         was_exported = bool(old and old.exported)
         if elements is not None:
-            words = [arg.word for arg in self.args_in(elements)]
+            args = self.args_in(elements)
+            words = [arg.word for arg in args]
             if append and old is not None:
                 words = old.elements() + words
             value = Value(array=words, span=span)
+            if self.args_over(args) or (append and old is not None and old.over):
+                value = Value(scalar=over_limit(span, f"${name}"), span=span, over=True)
         else:
             word = self.expander.scalar(value_start, value_end)
             if index_text is not None:
@@ -242,6 +257,10 @@ class Shell(ControlFlow):
                 items = old.elements() if old else []
                 if index is None:
                     value = Value(array=items, span=span)
+                elif index >= MAX_ELEMENTS or old is not None and old.over:
+                    value = Value(scalar=over_limit(span, f"{name}[{index_text}]"), span=span, over=True)
+                elif index < -len(items):  # bash: "bad array subscript", nothing assigned
+                    return
                 else:
                     items = items + [()] * max(0, index + 1 - len(items))
                     items[index] = word
@@ -254,7 +273,7 @@ class Shell(ControlFlow):
             else:
                 value = Value(scalar=word, span=span)
         value.exported = was_exported if exported is None else exported or was_exported
-        target[name] = value
+        target[name] = value.within_limits(name, span)
 
     def declare(self, node) -> None:
         keyword = self.text(node.children[0]) if node.children else ""
@@ -323,9 +342,8 @@ class Shell(ControlFlow):
             return None
         if name == "set" and len(argv) > 1 and argv[1].text == "--":
             self.positional_words = [arg.word for arg in argv[2:]]
+            self.args_known = not self.args_over(argv)
             return True
-        if name == "set" and len(argv) > 1 and argv[1].text == "--":
-            self.args_known = True
         if name == "shift":
             count = int(argv[1].text) if len(argv) > 1 and (argv[1].text or "").isdigit() else 1
             self.positional_words = self.positional_words[count:]
@@ -354,7 +372,7 @@ class Shell(ControlFlow):
             return None
         saved, saved_known = self.positional_words, self.args_known
         self.positional_words = [arg.word for arg in args]
-        self.args_known = True
+        self.args_known = not self.args_over(args)
         self.depth += 1
         try:
             if owner is self:

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from rlpatch.shell.arith import ArithmeticExpansion
 from rlpatch.shell.params import _NAME_RE, ParameterExpansion
-from rlpatch.shell.pieces import Fields, Piece, Scope, Value, Word
+from rlpatch.shell.pieces import Fields, Piece, Scope, Value, Word, over_limit
 from rlpatch.shell.quoting import find_arith_end, find_backtick_end, find_brace_end, find_paren_end
 from rlpatch.shell.source import SourceFile, Span
 
@@ -54,15 +54,15 @@ class Expander(ParameterExpansion, ArithmeticExpansion):
             key = ("fields", start, end)
             cached = self.src.cache.get(key)
             if cached is None:
-                out = Fields()
-                self._expand(start, end, out, quoted=False, tilde=True)
-                cached = self.src.cache[key] = out.result()
+                cached = self.src.cache[key] = self._fields(start, end)
             return cached
         return self.remembered(("dfields", start, end), lambda: self._fields(start, end))
 
     def _fields(self, start: int, end: int) -> list[Word]:
         out = Fields()
         self._expand(start, end, out, quoted=False, tilde=True)
+        if out.over:  # past MAX_VALUE_SIZE / MAX_ELEMENTS: the whole word is unknown
+            return [over_limit(self.src.span(start, end), self.text[start:end])]
         return out.result()
 
     def _static(self, start: int, end: int) -> bool:
@@ -83,6 +83,8 @@ class Expander(ParameterExpansion, ArithmeticExpansion):
     def _scalar(self, start: int, end: int, tilde: bool) -> Word:
         out = Fields()
         self._expand(start, end, out, quoted=False, tilde=tilde, join=True)
+        if out.over:
+            return over_limit(self.src.span(start, end), self.text[start:end])
         return tuple([piece for field in out.fields for piece in field])
 
     def remembered(self, key: tuple, expand: Callable[[], Any], memo: dict | None = None) -> Any:
@@ -127,7 +129,7 @@ class Expander(ParameterExpansion, ArithmeticExpansion):
             if stop == pos + 1 and (stop == end or text[stop] == "/"):
                 self._expand_var("HOME", pos, stop, out, quoted=True, join=join)
                 pos = stop
-        while pos < end:
+        while pos < end and not out.over:
             char = text[pos]
             if char == "\\":
                 if pos + 1 < end and text[pos + 1] == "\n":
@@ -156,7 +158,7 @@ class Expander(ParameterExpansion, ArithmeticExpansion):
     def _double_quoted(self, pos: int, end: int, out: Fields, join: bool) -> int:
         text = self.text
         out.keep[-1] = True
-        while pos < end:
+        while pos < end and not out.over:
             char = text[pos]
             if char == '"':
                 return pos + 1
@@ -230,6 +232,8 @@ class Expander(ParameterExpansion, ArithmeticExpansion):
         if quoted or join:
             for piece in word:
                 out.add(piece, quoted=True)
+                if out.over:
+                    return
             if quoted:
                 out.keep[-1] = True
         else:
@@ -260,6 +264,9 @@ class Expander(ParameterExpansion, ArithmeticExpansion):
         value = self._value(name)
         if isinstance(value, str) or value is None:
             out.add(Piece(None, via, desc=self.text[start:stop]), quoted=True)
+            return
+        if value.over:  # a value past the bounds: this use is unknown (its own short description)
+            out.add(over_limit(via, self.text[start:stop])[0], quoted=True)
             return
         self._add_word(out, self._used(value.first(), via), quoted, join)
 
