@@ -16,8 +16,9 @@ from pathlib import Path
 TESTS = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(TESTS))
 
-from rehearsal.training import Scenario, run_training_sides  # noqa: E402
 from rehearsal_support import PROMPTS, inference_side, patched_vllm_ascend, request_ids  # noqa: E402
+
+from rehearsal.training import Scenario, run_training_sides  # noqa: E402
 
 
 def main(out: Path) -> None:
