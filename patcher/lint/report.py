@@ -17,7 +17,7 @@ from rlpatch.errors import RlpatchError
 from rlpatch.lint.config import find_config
 from rlpatch.lint.docs import docs_url
 from rlpatch.lint.engine import FileResult, rule_classes
-from rlpatch.lint.rule import SEVERITY_LETTER, Finding
+from rlpatch.lint.rule import SEVERITY_LETTER, Finding, LintRule
 
 FORMATS = ("concise", "full", "json", "github", "sarif")
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -182,7 +182,7 @@ def sarif_document(results: list[FileResult]) -> dict:
     }
 
 
-def _sarif_rule(cls: type, level: str, url: str) -> dict:
+def _sarif_rule(cls: type[LintRule], level: str, url: str) -> dict:
     """A reportingDescriptor; `helpUri` only for an absolute address (SARIF 2.1.0 asks for one), else
     the page's repository path stays in the help text."""
     rule = {
