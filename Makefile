@@ -19,13 +19,13 @@ DEMO_VLLM_ASCEND ?= 0.23.0
 DEMO_TRAIN = $(DEMO_DIR)/rehearsal/train/fsdp1-ws2/dump
 DEMO_INFER = $(DEMO_DIR)/rehearsal/inference/infer
 
-.PHONY: install test test-fast lint bench demo clean
+.PHONY: install test test-fast lint bench demo docs docs-pages clean
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TORCH_SPEC)"
-	$(PY) -m pip install -q -e '.[test,msprobe,report,bench,ray,rehearsal]' "$(MSPROBE_SPEC)" "$(TORCH_SPEC)"
+	$(PY) -m pip install -q -e '.[test,msprobe,report,bench,ray,rehearsal,docs]' "$(MSPROBE_SPEC)" "$(TORCH_SPEC)"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -42,6 +42,16 @@ test-fast: $(STAMP)
 lint: $(STAMP)
 	$(PY) -m pip install -q ruff
 	$(VENV)/bin/ruff check patcher rules tests
+
+# The docs site: the committed rule pages must be what the rules say now (else run `make docs-pages`),
+# then mkdocs builds docs/ into build/site with every warning an error.
+docs: $(STAMP)
+	$(PY) -m rlpatch.lint.docs_site --check docs
+	$(VENV)/bin/mkdocs build --strict --quiet
+
+# Regenerate docs/rules/*.md from the rule modules (after changing a rule's docstring or cases).
+docs-pages: $(STAMP)
+	$(PY) -m rlpatch.lint.docs_site docs
 
 bench: $(STAMP)
 	$(PY) tests/bench_patch.py

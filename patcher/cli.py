@@ -138,9 +138,12 @@ def capture(argv: list[str]) -> tuple[int, str, str]:
 @click.command("rule")
 @click.argument("code", required=False)
 def rule_cmd(code: str | None) -> int:
-    """Show a lint rule's documentation (why, a bad and a good example); without CODE, list them."""
-    # The one command that documents both rule families, so it lives with the entry point.
-    from rlpatch.lint.engine import rule_by_code, rule_classes
+    """Show a rule's page: what it does, why, example, use instead, how to silence, options, references
+    (a patch rule: what it patches, versions, trainer, how to revert); without CODE, list the lint rules."""
+    # The one command that documents both rule families, so it lives with the entry point; the pages
+    # are the linter's (rlpatch.lint.docs), which imports the patch rules (libcst) only for a patch rule id.
+    from rlpatch.lint.docs import page_for, render_text
+    from rlpatch.lint.engine import rule_classes
     from rlpatch.lint.rule import SEVERITY_LETTER
 
     if code is None:
@@ -148,19 +151,19 @@ def rule_cmd(code: str | None) -> int:
             click.echo(f"{cls.code} {SEVERITY_LETTER[cls.severity]}  {cls.summary}")
         click.echo("Patch rules: `rlpatch rules` lists them, `rlpatch rule ID` documents one.", err=True)
         return 0
-    cls = rule_by_code(code)
-    if cls is None and not code.upper().startswith("RL"):
-        # Patch rules are documented here too; importing them (and libcst) only for this lookup.
-        from rlpatch.patch.cli import patch_rule_documentation
-
-        documentation = patch_rule_documentation(code)
-        if documentation is not None:
-            click.echo(documentation, nl=False)
-            return 0
-    if cls is None:
+    page = page_for(code)
+    if page is None:
         raise InputError(f"unknown rule code: {code} (see `rlpatch rule` and `rlpatch rules` for the lists)")
-    click.echo(cls.documentation(), nl=False)
+    click.echo(render_text(page, _docs_base()), nl=False)
     return 0
+
+
+def _docs_base() -> str | None:
+    """`docs-url` of `[tool.rlpatch]` in the pyproject.toml nearest the current directory."""
+    from rlpatch.lint.config import find_config
+
+    value = find_config(os.getcwd())[1].get("docs_url")
+    return value if isinstance(value, str) else None
 
 
 if __name__ == "__main__":

@@ -1,5 +1,12 @@
 """RL001: no verl entry point found.
 
+## What it does
+
+Reports a script in which no command starts verl (`python3 -m verl.trainer.main_ppo`, a recipe's
+`main_*` module, `verl/trainer/main_*.py`, behind any launcher).
+
+## Why
+
 The linter only knows what a script does through the command that starts verl
 (`python3 -m verl.trainer.main_ppo ...`, a recipe's `main_*` module, or `verl/trainer/main_*.py`,
 behind any launcher: `torchrun`, `ray job submit -- python3`, `srun`, `uv run`, `"${LAUNCH[@]}"`).
@@ -9,6 +16,12 @@ run time, or the script is not a verl launch script at all. A common case is the
 template (`sed ... "$ORIG" > "$TMP"; bash "$TMP" overrides`): the file it runs exists only at run
 time, so the message says to lint the original with the same overrides after `--` (and, where
 `rlpatch gen` exists, to let it write a collection script that needs no run-time copy).
+
+## Use instead
+
+Lint the script that really holds the verl command, or give the linter the overrides a wrapper adds:
+`rlpatch lint original.sh -- key=value ...`. A file that is not a launch script can be skipped with
+`--skip-non-verl`.
 """
 
 from __future__ import annotations

@@ -1,9 +1,21 @@
 """RL002: values that cannot be known statically, and the rules they disabled.
 
+## What it does
+
+Reports, once per value, the settings whose value only the cluster knows (`$(nproc)`,
+`$SLURM_NNODES`) and the rules that were skipped because of them.
+
+## Why
+
 `trainer.n_gpus_per_node=$(nproc)` or `trainer.nnodes=$SLURM_NNODES` only get a value on the
 cluster. rlpatch never guesses: rules that need such a value are skipped instead of firing
 falsely, and this info finding says which value and which rules. Give the value with
 `--env NAME=VALUE` (or `--use-env`) to have them checked.
+
+## Use instead
+
+Give the value the cluster will have: `rlpatch lint --env NAME=VALUE run.sh` (or `--use-env` for
+this shell's environment), or write it into the script.
 """
 
 from __future__ import annotations

@@ -1,10 +1,22 @@
 r"""RL003: a line continuation that silently ends the command.
 
+## What it does
+
+Reports a backslash continuation that ends the command early: a comment line inside a continued
+command, a comment ending in `\`, a space after the `\`, or a `\` on the last line of the file.
+
+## Why
+
 A backslash continues a command only when it is the very last character of the line. A comment
 line in the middle of a continued command, a comment ending in `\`, a space after the `\`, or a
 `\` on the last line of the file all end the command early: the remaining `key=value` lines run
 as separate (failing or no-op) commands and the overrides never reach verl. bash gives no error
 for the dropped overrides.
+
+## Use instead
+
+Keep every continued line a part of the command and end it with a bare `\`; move comments above the
+command.
 """
 
 from __future__ import annotations

@@ -1,9 +1,20 @@
 """RL101: inference dumps need eager mode (`actor_rollout_ref.rollout.enforce_eager=True`).
 
+## What it does
+
+Reports an inference (or consistency) dump whose rollout does not run in eager mode
+(`actor_rollout_ref.rollout.enforce_eager` is not True; verl's default is False).
+
+## Why
+
 msprobe hooks Python forward calls; a captured graph (CUDA graph / ACL graph) replays kernels
 without calling them, so a graph-mode rollout dumps nothing. vLLM-Ascend 0.13 to 0.19 refuse to
 start a dump in graph mode, 0.20.2+ need a source build of msprobe with aclgraph dump. For SGLang
 verl maps `enforce_eager` to `disable_cuda_graph`. verl's default is False.
+
+## Use instead
+
+Set `actor_rollout_ref.rollout.enforce_eager=True` for every run that dumps the inference side.
 """
 
 from __future__ import annotations

@@ -1,11 +1,23 @@
 """RL102: vLLM and SGLang dump keys must match the rollout backend, and never both.
 
+## What it does
+
+Reports an inference dump key of the wrong rollout backend (`engine_kwargs.vllm...` with
+`rollout.name=sglang`, or the other way round), or dump keys of both backends in one run.
+
+## Why
+
 verl passes `engine_kwargs.vllm` only to vLLM and `engine_kwargs.sglang` only to SGLang: a
 `dump_config_path` under `vllm` with `rollout.name=sglang` is silently dropped (no dump), and
 configuring both means one of them is dead. `rollout.name=vllm` goes with
 `engine_kwargs.vllm.additional_config.dump_config_path`, `sglang` with
 `engine_kwargs.sglang.msprobe_dump_config` (or, for SGLang < 0.5.11 with rlpatch's ModelRunner
 patch, `MSPROBE_SGLANG_CONFIG*` in the env, which a vLLM rollout never reads either).
+
+## Use instead
+
+Use the dump key of the backend `actor_rollout_ref.rollout.name` selects, and only that one
+(`rlpatch gen` writes a null for the other backend's key).
 """
 
 from __future__ import annotations

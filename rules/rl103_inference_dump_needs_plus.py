@@ -1,8 +1,23 @@
 """RL103: the inference dump key needs `+` or `++`.
 
+## What it does
+
+Reports the inference dump key (`engine_kwargs.vllm.additional_config.dump_config_path`,
+`engine_kwargs.sglang.msprobe_dump_config`) written as a plain `key=value` override.
+
+## Why
+
 `actor_rollout_ref.rollout.engine_kwargs.vllm` and `.sglang` default to empty dicts, so a key
 below them does not exist in verl's config and a plain `key=value` override fails in Hydra
 ("Could not override ... To append to your config use +"). Write `+key=value` (or `++`).
+
+## Use instead
+
+Write `+key=value` (add) or `++key=value` (add or override).
+
+## References
+
+[Hydra's override grammar](https://hydra.cc/docs/advanced/override_grammar/basic/).
 """
 
 from __future__ import annotations

@@ -1,9 +1,25 @@
 """RL104: the training-mode msprobe config.json must not set `dump_path`.
 
+## What it does
+
+Reports a `dump_path` in the msprobe config.json of a training-mode run (verl's `precision_debugger`
+tool).
+
+## Why
+
 With verl's own `precision_debugger` tool, verl chooses where each dump goes:
 `{global_profiler.save_path}/step_N/{stage}`. A `dump_path` in the config.json fights that: all
 stages and steps land in one folder and overwrite each other (or verl's path silently wins,
 depending on the version). Remove `dump_path` and set `global_profiler.save_path`.
+
+## Use instead
+
+Remove `dump_path` from the config.json and set `global_profiler.save_path`: verl writes each dump
+to `{save_path}/step_N/{stage}`.
+
+## References
+
+[mindstudio-probe (msprobe), its home page](https://gitcode.com/Ascend/MindStudio-Probe).
 """
 
 from __future__ import annotations

@@ -1,11 +1,26 @@
 """RL105: the inference msprobe config.json, and the engine patch's, must set `dump_path`.
 
+## What it does
+
+Reports an inference-side msprobe config.json (and the `MSPROBE_ACTOR_CONFIG` of a consistency run)
+without `dump_path`.
+
+## Why
+
 On the inference side nobody chooses a folder for msprobe: without `dump_path` in the
 config.json that `dump_config_path` / `msprobe_dump_config` (or, with rlpatch's SGLang ModelRunner
 patch, `MSPROBE_SGLANG_CONFIG*`) points at, msprobe refuses the config at engine start (after
 model loading). The same holds for the training side of a consistency run: rlpatch's engine
 patch reads `MSPROBE_ACTOR_CONFIG` and raises at the first dumped pass when it has no
 `dump_path` (it writes `update_actor_log.jsonl` there), which is after a whole rollout.
+
+## Use instead
+
+Set `dump_path` in the config.json, an absolute path every worker can write to.
+
+## References
+
+[mindstudio-probe (msprobe), its home page](https://gitcode.com/Ascend/MindStudio-Probe).
 """
 
 from __future__ import annotations

@@ -1,10 +1,21 @@
 """RL106: verl's precision_debugger tool needs steps, save_path and config_path.
 
+## What it does
+
+Reports `global_profiler.tool=precision_debugger` without `global_profiler.steps`,
+`global_profiler.save_path` or `global_profiler.global_tool_config.precision_debugger.config_path`.
+
+## Why
+
 `global_profiler.tool=precision_debugger` alone does nothing useful: `global_profiler.steps`
 defaults to null, which dumps *nothing* (no error); without `global_profiler.save_path` there is
 no place for `{save_path}/step_N/{stage}`; without
 `global_profiler.global_tool_config.precision_debugger.config_path` msprobe has no config. All
 three are needed before the job is worth its queue time.
+
+## Use instead
+
+Set all three: the steps to dump, where to write, and the msprobe config.json.
 """
 
 from __future__ import annotations

@@ -1,5 +1,12 @@
 """RL107: precision_debugger stages must exist, and each stage's role must have its profiler on.
 
+## What it does
+
+Reports precision_debugger stages verl does not know, and stages whose role's profiler is off
+(`*.profiler.enable` not True).
+
+## Why
+
 verl's precision_debugger wraps whole worker stages: `actor_compute_log_prob`,
 `ref_compute_log_prob`, `actor_update`, `compute_values`, `critic_update`, `compute_rm_score`.
 Any other name is ignored (an error only with `strict: True`). A stage is only dumped when its
@@ -7,6 +14,11 @@ role's profiler is on: actor stages need `actor_rollout_ref.actor.profiler.enabl
 `ref_compute_log_prob` needs `actor_rollout_ref.ref.profiler.enable=True`, critic stages need
 `critic.profiler.enable=True`. With `stages` unset every stage is collected, so at least the
 actor profiler must be on. Otherwise the run finishes with empty dump folders.
+
+## Use instead
+
+List only verl's stage names, and turn on the profiler of each listed stage's role (for the actor
+stages `actor_rollout_ref.actor.profiler.enable=True`).
 """
 
 from __future__ import annotations

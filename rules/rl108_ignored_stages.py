@@ -1,9 +1,20 @@
 """RL108: critic stages and `rollout_generate` are never collected by precision_debugger.
 
+## What it does
+
+Reports critic stages (`compute_values`, `critic_update`) and `rollout_generate` in the
+precision_debugger's stages: the engine path never collects them.
+
+## Why
+
 On the engine path (the default worker implementation from verl 0.8.0) the critic's stages
 (`compute_values`, `critic_update`) are not wrapped by the precision_debugger, and
 `rollout_generate` is skipped on purpose (rollout is dumped on the inference side). Listing them
 looks like coverage that the run will not produce.
+
+## Use instead
+
+Leave them out of `stages`; dump the rollout on the inference side (`rlpatch gen inference`).
 """
 
 from __future__ import annotations

@@ -1,5 +1,12 @@
 """RL109: the msprobe config `level` must be one the run can use: L0 for consistency, else mix.
 
+## What it does
+
+Reports an msprobe config `level` the run cannot use: anything but `L0` in a consistency run (an
+error), anything but `mix` elsewhere (a warning), unless allowed with `--allow-level`.
+
+## Why
+
 Consistency runs are compared with `msprobe compare --consistent_check`, which matches L0 module
 rows only. msprobe 26.2.0 fails on every `mix` pair of the two engines with "Conflicting
 comparison data: the two columns cannot be monotonically increasing at the same time." (the API
@@ -10,6 +17,15 @@ FSDP1, FSDP2, Megatron and vLLM name them). Training and inference dumps are rea
 `level` silently drops module boundaries. If another level is intended, say so with
 `--allow-level LEVEL` (or `allow-level` in `[tool.rlpatch]`). In a consistency run a level other than
 L0 is an error (the comparison cannot run); elsewhere a warning.
+
+## Use instead
+
+`"level": "L0"` for consistency runs, `"level": "mix"` for training and inference dumps read by
+hand.
+
+## References
+
+[mindstudio-probe (msprobe), its home page](https://gitcode.com/Ascend/MindStudio-Probe).
 """
 
 from __future__ import annotations

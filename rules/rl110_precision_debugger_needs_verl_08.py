@@ -1,8 +1,20 @@
 """RL110: `global_profiler.tool=precision_debugger` does not exist before verl 0.8.0.
 
+## What it does
+
+Reports `global_profiler.tool=precision_debugger` on a verl older than 0.8.0 (from `--verl-version`,
+`--verl-root` or `[tool.rlpatch]`).
+
+## Why
+
 verl's own msprobe tool arrived in 0.8.0. On older verl the tool name is rejected, or worse
 ignored, depending on the version. Upgrade verl or use the rlpatch engine patch instead. The
 verl version comes from `--verl-version`, `--verl-root` or `[tool.rlpatch]` (default: newest).
+
+## Use instead
+
+Upgrade verl to 0.8.0 or newer, or dump the training side with rlpatch's engine patch (`rlpatch
+apply --mode consistency`) instead.
 """
 
 from __future__ import annotations

@@ -1,9 +1,20 @@
 """RL111: verl's precision_debugger tool and the rlpatch engine patch in one run nest two debuggers.
 
+## What it does
+
+Reports a run that uses both verl's `precision_debugger` tool and rlpatch's engine patch switches
+(`DUMP_ON`, `MSPROBE_ACTOR_CONFIG`).
+
+## Why
+
 msprobe's PrecisionDebugger is a per-process singleton. The rlpatch engine patch (driven by
 `DUMP_ON` / `MSPROBE_ACTOR_CONFIG`, the consistency procedure) starts and stops it around the
 actor's forward; verl's own tool starts and stops it around whole stages. Both in one run fight
 over the same debugger: dumps are cut short or land in the wrong folder. Use one of them.
+
+## Use instead
+
+Use one of them: the engine patch for consistency runs, verl's tool for training dumps.
 """
 
 from __future__ import annotations

@@ -1,5 +1,12 @@
 """RL201: FSDP consistency runs need rollout tensor_model_parallel_size=1.
 
+## What it does
+
+Reports an FSDP consistency run whose rollout `tensor_model_parallel_size` is not 1 (verl's default
+is 2).
+
+## Why
+
 `msprobe compare --consistent_check --backend fsdp` (26.2.0) joins the training side's q/k/v
 (and gate/up) outputs to compare them with vLLM's fused qkv_proj (gate_up_proj); it never joins
 inference tensor-parallel shards. An FSDP training rank holds every module's full activations, so
@@ -8,6 +15,11 @@ each inference dump must hold full activations too: one rollout rank per replica
 slice of qkv_proj, o_proj, gate_up_proj ... and the compare sets a shard against the full tensor.
 Megatron runs are compared shard against shard: there the rollout TP must equal the training TP
 (actor `megatron.tensor_model_parallel_size`), which RL202 checks with PP and EP.
+
+## Use instead
+
+Set `actor_rollout_ref.rollout.tensor_model_parallel_size=1`; more rollout replicas take the
+remaining cards.
 """
 
 from __future__ import annotations

@@ -1,10 +1,21 @@
 """RL202: Megatron consistency runs need identical actor, ref and rollout parallel layouts.
 
+## What it does
+
+Reports a Megatron consistency run whose actor, ref and rollout tensor, pipeline and expert parallel
+sizes differ.
+
+## Why
+
 A training rank and an inference rank hold the same shard of the model only when the layouts
 match item by item: actor and ref `megatron.tensor_model_parallel_size`,
 `pipeline_model_parallel_size`, `expert_model_parallel_size` equal rollout
 `tensor_model_parallel_size`, `pipeline_model_parallel_size`, `expert_parallel_size`, and actor
 and ref are identical. Any difference makes the dumps unalignable.
+
+## Use instead
+
+Give actor, ref and rollout the same TP, PP and EP sizes.
 """
 
 from __future__ import annotations

@@ -1,9 +1,20 @@
 """RL203: no pipeline parallelism in the rollout (and none at all for consistency runs).
 
+## What it does
+
+Reports rollout `pipeline_model_parallel_size > 1` with vLLM or SGLang, and, in consistency runs,
+any pipeline parallelism of actor, ref or rollout.
+
+## Why
+
 verl raises NotImplementedError for rollout `pipeline_model_parallel_size > 1` with vLLM or
 SGLang, but only after Ray has started and the models are loading. For consistency runs, force
 PP=1 on actor, ref and rollout as well: pipeline stages split a forward across ranks and the
 per-rank dumps can no longer be paired.
+
+## Use instead
+
+Keep `pipeline_model_parallel_size=1` for the rollout, and for actor and ref in consistency runs.
 """
 
 from __future__ import annotations

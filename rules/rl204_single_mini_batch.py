@@ -1,10 +1,21 @@
 """RL204: consistency runs need exactly one mini-batch per step.
 
+## What it does
+
+Reports a consistency run with more than one mini-batch per step (`data.train_batch_size /
+actor.ppo_mini_batch_size > 1`).
+
+## Why
+
 With `data.train_batch_size / actor.ppo_mini_batch_size > 1` the actor updates several times per
 step, so from the second mini-batch on the weights the training side dumps are no longer the
 weights the rollout generated with: training and inference dumps cannot agree. Set
 `actor_rollout_ref.actor.ppo_mini_batch_size` equal to `data.train_batch_size`. A mini-batch larger
 than the batch is refused by verl itself at start-up (the message says so).
+
+## Use instead
+
+Set `actor_rollout_ref.actor.ppo_mini_batch_size` equal to `data.train_batch_size`.
 """
 
 from __future__ import annotations

@@ -1,11 +1,24 @@
 """RL205: consistency runs need no gradient accumulation.
 
+## What it does
+
+Reports a consistency run whose training ranks accumulate gradients over more than one micro-batch
+(`ppo_mini_batch_size * rollout.n / ppo_micro_batch_size_per_gpu / DP > 1`), or whose micro batch is
+not set.
+
+## Why
+
 `ppo_mini_batch_size * rollout.n / ppo_micro_batch_size_per_gpu / DP` is the number of
 micro-batches each training rank accumulates. With more than one, a training rank's forward
 covers a different slice of samples than any inference rank, so the dumps cannot be paired.
 DP is world / (TP * PP * CP) with Megatron and world / Ulysses SP with FSDP (SP as the engine
 workers read it: `fsdp_config.ulysses_sequence_parallel_size`, or the old key when it is > 1). The micro batch must
 be set explicitly (null means dynamic or derived sizes).
+
+## Use instead
+
+Set `ppo_micro_batch_size_per_gpu` explicitly so that each rank runs exactly one micro-batch per
+mini-batch.
 """
 
 from __future__ import annotations

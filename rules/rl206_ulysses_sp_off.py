@@ -1,10 +1,22 @@
 """RL206: Ulysses sequence parallelism must be off (1) for actor and ref in consistency runs.
 
+## What it does
+
+Reports Ulysses sequence parallelism above 1 for the actor or the ref in a consistency run, in
+either spelling of the key.
+
+## Why
+
 Ulysses SP splits every sequence across ranks inside attention: a training rank then sees a
 slice of each sequence while the inference rank sees whole sequences, and the dumps cannot be
 aligned. Both spellings count: the old `{actor,ref}.ulysses_sequence_parallel_size` and the
 `{actor,ref}.fsdp_config.ulysses_sequence_parallel_size` the engine workers read (verl copies the
 old value into it only when the old one is > 1, so `fsdp_config...=4` stays 4 next to an old 1).
+
+## Use instead
+
+Set `ulysses_sequence_parallel_size=1` (and `fsdp_config.ulysses_sequence_parallel_size=1`) for
+actor and ref.
 """
 
 from __future__ import annotations

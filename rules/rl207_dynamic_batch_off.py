@@ -1,9 +1,21 @@
 """RL207: dynamic batch sizes off, and explicit log-prob micro batches, for consistency runs.
 
+## What it does
+
+Reports dynamic batch sizes (`use_dynamic_bsz`) in a consistency run, and ref/rollout
+`log_prob_micro_batch_size_per_gpu` left to be derived.
+
+## Why
+
 Dynamic batch sizing (`use_dynamic_bsz`) regroups samples by token count, so the samples in a
 training rank's forward differ from any inference rank's. Turn it off for the actor, the ref
 log-prob and the rollout log-prob, and give `ref.log_prob_micro_batch_size_per_gpu` and
 `rollout.log_prob_micro_batch_size_per_gpu` explicitly (null derives them).
+
+## Use instead
+
+Set `use_dynamic_bsz=False` for actor, ref and rollout, and give both
+`log_prob_micro_batch_size_per_gpu` values.
 """
 
 from __future__ import annotations

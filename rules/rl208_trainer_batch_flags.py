@@ -1,10 +1,20 @@
-"""RL208: consistency runs need `trainer.balance_batch=False`, `trainer.val_before_train=False`
-and `actor_rollout_ref.model.use_remove_padding=True`.
+"""RL208: consistency runs need `trainer.balance_batch=False`, `trainer.val_before_train=False` and `actor_rollout_ref.model.use_remove_padding=True`.
+
+## What it does
+
+Reports a consistency run without `trainer.balance_batch=False`, `trainer.val_before_train=False` or
+`actor_rollout_ref.model.use_remove_padding=True`.
+
+## Why
 
 `balance_batch` reorders samples across DP ranks after rollout, so training rank k no longer
 holds inference rank k's samples; `val_before_train` runs a validation rollout first that is
 dumped as if it were step 0; without remove-padding the training forward sees padded batches
 while the inference side does not. verl's defaults are True, True, True.
+
+## Use instead
+
+Set the three overrides.
 """
 
 from __future__ import annotations

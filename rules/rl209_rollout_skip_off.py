@@ -1,9 +1,20 @@
 """RL209: consistency runs need a real rollout (rollout skip off).
 
+## What it does
+
+Reports a consistency run that replays cached rollouts instead of generating (`skip.rollout.enable`
+from verl 0.9.0, `actor_rollout_ref.rollout.skip.enable` on 0.8.x).
+
+## Why
+
 verl can replay cached rollouts instead of generating (`actor_rollout_ref.rollout.skip.enable`
 on 0.8.x, `skip.rollout.enable` from 0.9.0). A replayed rollout has no inference forward to
 dump, so there is nothing to compare the training side with. The key is chosen by the verl
 version (`--verl-version`, `--verl-root`, default newest).
+
+## Use instead
+
+Leave the rollout skip off (its default) for the consistency run.
 """
 
 from __future__ import annotations

@@ -1,9 +1,21 @@
 """RL210: rollout correction off for consistency runs.
 
+## What it does
+
+Reports rollout correction (importance or rejection sampling, batch normalisation, fully-async
+`bypass_mode`) turned on in a consistency run.
+
+## Why
+
 Rollout importance sampling / rejection sampling (`algorithm.rollout_correction.rollout_is`,
 `rollout_rs`, `rollout_rs_threshold`, `rollout_is_batch_normalize`) reweights or drops samples
 between rollout and update, and fully-async `bypass_mode` reuses rollout log-probs instead of
 recomputing them: either way the training forward no longer matches the inference forward.
+
+## Use instead
+
+Leave `algorithm.rollout_correction.rollout_is`, `rollout_rs` and `rollout_rs_threshold` null and
+`rollout_is_batch_normalize` False.
 """
 
 from __future__ import annotations

@@ -1,11 +1,23 @@
 """RL211: the consistency env protocol: DUMP_ON=1, PROMPTS_ONLY=1, MSPROBE_ACTOR_CONFIG, DUMP_PHASE.
 
+## What it does
+
+Reports a consistency run whose environment lacks the engine patch's switches: `DUMP_ON=1`,
+`PROMPTS_ONLY=1`, `MSPROBE_ACTOR_CONFIG`, or has a `DUMP_PHASE` the patch does not know; a missing
+`TORCHDYNAMO_DISABLE=1` is a warning.
+
+## Why
+
 The rlpatch engine patch reads these in the training workers: `DUMP_ON=1` turns dumping on,
 `PROMPTS_ONLY=1` restricts it to the prompt tokens the inference side also dumps,
 `MSPROBE_ACTOR_CONFIG` is the training-side msprobe config.json, and `DUMP_PHASE` chooses
 `log_prob`, `update_actor` or `all` (unset or empty means `log_prob`, as in the patch). A missing
 switch or a misspelt phase gives an empty or unpairable training dump (the patch raises on a bad
 phase). `TORCHDYNAMO_DISABLE=1` is recommended (a compiled forward is not hooked).
+
+## Use instead
+
+Export the switches before the verl command, as `rlpatch gen consistency` writes them.
 """
 
 from __future__ import annotations

@@ -1,11 +1,23 @@
 """RL212: env vars exported in the launching shell do not reach Ray workers on other nodes.
 
+## What it does
+
+Reports dump switches exported in the launching shell of a multi-node run (`trainer.nnodes > 1`) or
+of a `ray job submit`, where they never reach the Ray workers.
+
+## Why
+
 `export DUMP_ON=1` affects the driver process and the Ray workers started on the *same* node
 from that shell. With `trainer.nnodes > 1` (workers on other nodes joined a Ray cluster started
 elsewhere) or `ray job submit` (the job runs in the cluster, not in this shell) the dump switches
 never arrive and the training side dumps nothing. Put them in the Ray runtime env:
 `ray job submit --runtime-env-json='{"env_vars": {"DUMP_ON": "1"}}'`, or
 `+ray_kwargs.ray_init.runtime_env.env_vars.DUMP_ON='"1"'`.
+
+## Use instead
+
+Pass them in the Ray runtime env (`ray job submit --runtime-env-json=...` or
+`+ray_kwargs.ray_init.runtime_env.env_vars.NAME=...`).
 """
 
 from __future__ import annotations

@@ -1,8 +1,20 @@
 """RL213: the agent loop needs `data.train_batch_size` divisible by `rollout.agent.num_workers`.
 
+## What it does
+
+Reports a consistency run whose `data.train_batch_size` is not divisible by
+`actor_rollout_ref.rollout.agent.num_workers` (default 8).
+
+## Why
+
 verl's agent loop splits each batch evenly over `actor_rollout_ref.rollout.agent.num_workers`
 workers (default 8). An uneven split pads or reorders samples between workers, so inference
 dumps no longer line up with the training batch order.
+
+## Use instead
+
+Choose a batch size that is a multiple of the agent-loop worker count, or a worker count that
+divides the batch.
 """
 
 from __future__ import annotations

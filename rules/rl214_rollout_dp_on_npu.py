@@ -1,8 +1,18 @@
 """RL214: keep rollout `data_parallel_size` at 1 while collecting on NPU.
 
+## What it does
+
+Reports rollout `data_parallel_size > 1` in a run that collects dumps.
+
+## Why
+
 With `actor_rollout_ref.rollout.data_parallel_size > 1` each vLLM-Ascend replica runs its own
 data-parallel group; collection on NPU then produces per-DP-rank dumps whose request order is
 not the training order, and the DP coordination paths are not hooked by the dump.
+
+## Use instead
+
+Keep `actor_rollout_ref.rollout.data_parallel_size=1` while collecting dumps on NPU.
 """
 
 from __future__ import annotations

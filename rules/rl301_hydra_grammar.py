@@ -1,10 +1,26 @@
 """RL301: Hydra cannot parse an override.
 
+## What it does
+
+Reports an override Hydra's own parser rejects (an unexpanded `~/`, a sweep `a,b` without
+`--multirun`, a placeholder such as `<path>`, a stray bracket), at the offending character.
+
+## Why
+
 verl hands every `key=value` argument to Hydra's override parser. Things that bash passes through
 unchanged are fatal there: `~/` is not expanded after `key=` (bash expands `~` only at the start
 of a word or after `:` in assignments), `a,b` is a sweep that needs `--multirun`, a placeholder
 like `<path>` or a stray bracket is a syntax error. Hydra reports it seconds after start; on a
 cluster that is still a full queue cycle. Findings point at the offending character.
+
+## Use instead
+
+Write the value as Hydra reads it: an absolute path, a quoted string (`key='a,b'`), a real value for
+every placeholder.
+
+## References
+
+[Hydra's override grammar](https://hydra.cc/docs/advanced/override_grammar/basic/).
 """
 
 from __future__ import annotations

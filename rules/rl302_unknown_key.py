@@ -1,5 +1,12 @@
 """RL302: a plain override names a key that the verl config does not have.
 
+## What it does
+
+Reports a plain `key=value` override of a key that the composed config of the verl that will run
+does not have.
+
+## Why
+
 Hydra composes verl's config in struct mode: `key=value` may only change an existing key ("Could
 not override ... To append to your config use +"). The schema is the real config of the verl that
 will run (`--verl-root`, `--verl-version`, or the verl installed for `--python`), composed with
@@ -9,6 +16,15 @@ empty `engine_kwargs.vllm` / `.sglang` / `.trtllm` dicts need `+` (the inference
 RL103). The message suggests the nearest existing key, or, for a key verl moved
 (`actor_rollout_ref.rollout.skip.enable` is `skip.rollout.enable` from 0.9.0), its spelling on
 this version (`rlpatch.shell.defaults.RENAMES`).
+
+## Use instead
+
+Fix the key's spelling (the message names the nearest key, or its spelling on this verl), or add a
+new key with `+key=value`.
+
+## References
+
+[Hydra's override grammar](https://hydra.cc/docs/advanced/override_grammar/basic/).
 """
 
 from __future__ import annotations

@@ -1,9 +1,23 @@
 """RL303: `+key=value` on a key that already exists with a non-null value.
 
+## What it does
+
+Reports `+key=value` on a key that already exists with a non-null value.
+
+## Why
+
 `+` means "add": Hydra refuses it when the key already holds a value ("Could not append to
 config. An item is already at ..."). It is allowed when the current value is null (a typical
 optional path such as `precision_debugger.config_path`) or when the new value is a list or dict.
 Drop the `+` to override the value, or use `++` (add or override).
+
+## Use instead
+
+Drop the `+` to override the value, or write `++key=value` (add or override).
+
+## References
+
+[Hydra's override grammar](https://hydra.cc/docs/advanced/override_grammar/basic/).
 """
 
 from __future__ import annotations

@@ -1,9 +1,21 @@
 """RL304: Megatron keys in a run that composes the FSDP config.
 
+## What it does
+
+Reports Megatron keys (`actor_rollout_ref.actor.megatron.*`, the ref's and critic's) in a run that
+composes the FSDP config.
+
+## Why
+
 `actor_rollout_ref.actor.megatron.*` (and the ref/critic equivalents) exist only when the
 Megatron engine is selected: `model_engine=megatron` from verl 0.8.0 (the `ppo_megatron_trainer`
 config name still works but is deprecated), `--config-name ppo_megatron_trainer` before. Without
 it Hydra rejects the keys, or worse, the user believes Megatron settings are in effect.
+
+## Use instead
+
+Select the Megatron engine: `model_engine=megatron` from verl 0.8.0 (`--config-name
+ppo_megatron_trainer` before), or drop the keys.
 """
 
 from __future__ import annotations

@@ -1,8 +1,18 @@
 """RL305: `actor_rollout_ref.rollout.name` is not set.
 
+## What it does
+
+Reports a verl run without `actor_rollout_ref.rollout.name`.
+
+## Why
+
 Since verl 0.6.0 the rollout backend has no default (`???`): Hydra composes without it and the
 job fails only after Ray has started and the workers are being built. Set it to `vllm`,
 `sglang`, `hf` or `trtllm`.
+
+## Use instead
+
+Set `actor_rollout_ref.rollout.name` to `vllm`, `sglang`, `hf` or `trtllm`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,17 @@
 """RL306: `actor_rollout_ref.rollout.mode=sync` on verl 0.7 or newer.
 
+## What it does
+
+Reports `actor_rollout_ref.rollout.mode=sync` on verl 0.7 or newer.
+
+## Why
+
 verl 0.7 removed the synchronous rollout; the value passes Hydra and is rejected only after Ray
 starts. Remove the override (async is the only mode).
+
+## Use instead
+
+Remove the override: async is the only rollout mode from verl 0.7.
 """
 
 from __future__ import annotations

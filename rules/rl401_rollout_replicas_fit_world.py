@@ -1,8 +1,19 @@
 """RL401: the world size must be a multiple of the rollout replica size (tp * dp * pp).
 
+## What it does
+
+Reports a world size (`trainer.n_gpus_per_node * trainer.nnodes`) that is smaller than, or not a
+multiple of, the rollout replica size `tp * dp * pp`.
+
+## Why
+
 verl builds `world / (tp*dp*pp)` rollout replicas. If the world is not a multiple, the leftover
 GPUs sit idle silently; if it is smaller, there are zero replicas and the run fails only after
 the actor model is built (minutes in). World = `trainer.n_gpus_per_node * trainer.nnodes`.
+
+## Use instead
+
+Choose rollout sizes whose product divides the world size.
 """
 
 from __future__ import annotations

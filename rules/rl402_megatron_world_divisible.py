@@ -1,8 +1,19 @@
 """RL402: Megatron needs the world size divisible by tp * pp * cp.
 
+## What it does
+
+Reports a Megatron run whose world size is not divisible by `tp * pp * cp` of the actor (or of the
+ref, when it differs).
+
+## Why
+
 Megatron's data-parallel size is `world / (tp * pp * cp)`; when that is not an integer
 initialisation fails, and with `use_dynamic_bsz=True` verl skips its own check and the failure
 comes later and less clearly. Checked for the actor and (when it differs) the ref.
+
+## Use instead
+
+Choose TP, PP and CP whose product divides the world size.
 """
 
 from __future__ import annotations

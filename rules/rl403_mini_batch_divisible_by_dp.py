@@ -1,7 +1,17 @@
 """RL403: `ppo_mini_batch_size * rollout.n` must be divisible by the training DP size.
 
+## What it does
+
+Reports `ppo_mini_batch_size * rollout.n` not divisible by the training data-parallel size.
+
+## Why
+
 verl asserts this only at the first actor update, after a full rollout. DP is
 world / (tp * pp * cp) with Megatron, world / Ulysses SP with FSDP.
+
+## Use instead
+
+Choose a mini-batch size (or `rollout.n`) whose product is a multiple of the DP size.
 """
 
 from __future__ import annotations

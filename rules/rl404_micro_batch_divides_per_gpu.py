@@ -1,8 +1,19 @@
 """RL404: the per-GPU mini-batch must be a multiple of the micro batch size.
 
+## What it does
+
+Reports a per-GPU mini-batch (`ppo_mini_batch_size * rollout.n / DP`) that is not a multiple of
+`ppo_micro_batch_size_per_gpu`.
+
+## Why
+
 Each training rank gets `ppo_mini_batch_size * rollout.n / DP` samples per update and splits them
 into micro-batches of `ppo_micro_batch_size_per_gpu`; a remainder fails the update (or silently
 drops samples, depending on the version). Not checked with dynamic batch sizes.
+
+## Use instead
+
+Choose a micro batch size that divides the per-GPU mini-batch.
 """
 
 from __future__ import annotations

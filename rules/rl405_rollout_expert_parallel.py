@@ -1,8 +1,19 @@
 """RL405: rollout `expert_parallel_size > 1` must equal `tp * dp` (except TensorRT-LLM).
 
+## What it does
+
+Reports a rollout `expert_parallel_size > 1` that differs from `tensor_model_parallel_size *
+data_parallel_size` (vLLM and SGLang).
+
+## Why
+
 vLLM and SGLang place experts over the replica's tensor- and data-parallel ranks, so verl
 requires `expert_parallel_size == tensor_model_parallel_size * data_parallel_size` and raises
 only after Ray has started.
+
+## Use instead
+
+Set `expert_parallel_size` to `tensor_model_parallel_size * data_parallel_size`, or to 1.
 """
 
 from __future__ import annotations

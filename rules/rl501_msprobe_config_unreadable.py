@@ -1,5 +1,12 @@
 """RL501: the msprobe config.json the script points at is not JSON (or cannot be read).
 
+## What it does
+
+Reports an msprobe config.json the script points at that is not JSON, cannot be read or does not
+exist, at the position where the JSON decoder stops.
+
+## Why
+
 msprobe reads the file with `json.load` when `PrecisionDebugger` is built, inside a worker, after
 the model has been loaded; a trailing comma, a comment or a UTF-8 BOM ends the job there. The
 finding points at the line and column where the JSON decoder stops. A config that does not
@@ -7,6 +14,14 @@ exist is reported too (any dump config key or env var): an error when it should 
 script (an absolute path inside the script's folder), a warning with the path the linter tried when
 it is relative (it resolves against each Ray worker's working directory) or may exist only on
 the cluster.
+
+## Use instead
+
+Write strict JSON (no trailing commas, no comments, no BOM) at a path every worker can read.
+
+## References
+
+[mindstudio-probe (msprobe), its home page](https://gitcode.com/Ascend/MindStudio-Probe).
 """
 
 from __future__ import annotations

@@ -1,5 +1,12 @@
 """RL502: a field of the msprobe config.json has a value mindstudio-probe rejects.
 
+## What it does
+
+Reports a field of the msprobe config.json whose value mindstudio-probe 26.2 rejects (`task`,
+`level`, `rank`, `step`, the booleans, the task section's options).
+
+## Why
+
 Checked exactly as mindstudio-probe 26.2 checks it (a differential test asks msprobe itself on
 hundreds of generated configs): `task` (26.x rejects 8.x's `overflow_check`/`free_benchmark`, and
 `acc_check` has no PyTorch processor), `level`, `rank`/`step` (lists of ints in [0, 1000000] or
@@ -7,6 +14,14 @@ hundreds of generated configs): `task` (26.x rejects 8.x's `overflow_check`/`fre
 `dump_enable` (the string "false" is not a boolean), `precision`, `risk_level`, and the task
 section's `scope`, `list`, `data_mode`, `summary_mode`, `tensor_list`, `slice`, `request_id`,
 `diff_nums`.
+
+## Use instead
+
+Use a value msprobe accepts; the message says which.
+
+## References
+
+[mindstudio-probe (msprobe), its home page](https://gitcode.com/Ascend/MindStudio-Probe).
 """
 
 from __future__ import annotations

@@ -1,10 +1,26 @@
 """RL503: fields of the msprobe config.json that msprobe rejects in combination.
 
+## What it does
+
+Reports fields of the msprobe config.json that msprobe rejects in combination (level `L2` with a
+scope, `async_dump` with an empty tensor list, `nan_check` outside `L1`, a `scope` that is not a
+range of two names).
+
+## Why
+
 Level `L2` needs task `tensor`, exactly one API in `list` and no `scope`; `async_dump: true` with
 task `tensor` needs a non-empty `list` (unless level `debug`) and never goes with
 `summary_mode: md5`; `nan_check` needs level `L1`, outputs in `data_mode`, and an NPU; `scope` is a
 range of exactly two full names (API names at L1, module names at L0, either at mix). A `structure`
 task at a level other than L0/mix is run as mix (a warning).
+
+## Use instead
+
+Change one of the two fields as the message says.
+
+## References
+
+[mindstudio-probe (msprobe), its home page](https://gitcode.com/Ascend/MindStudio-Probe).
 """
 
 from __future__ import annotations

@@ -1,8 +1,23 @@
 """RL505: keys that msprobe ignores without a word.
 
+## What it does
+
+Reports keys and sections of the msprobe config.json that msprobe ignores without a word (a typo, an
+option of another task, a section for another task).
+
+## Why
+
 An unknown top-level key (a typo such as `dump_pth`), an option the task's section does not use,
 or a whole section for another task (`"task": "tensor"` with only a `"statistics": {...}` section,
 a common mistake) change nothing: the dump silently runs with defaults.
+
+## Use instead
+
+Fix the key's spelling, or put the options in the section of the config's `task`.
+
+## References
+
+[mindstudio-probe (msprobe), its home page](https://gitcode.com/Ascend/MindStudio-Probe).
 """
 
 from __future__ import annotations

@@ -1,8 +1,22 @@
 """RL506: the `rank` list names no rank this run has.
 
+## What it does
+
+Reports an msprobe `rank` list that names no rank of this run (ranks are 0 to world-1).
+
+## Why
+
 msprobe dumps only on the listed ranks. With `trainer.n_gpus_per_node * trainer.nnodes` GPUs the
 ranks are 0 to world-1; a list such as `[8]` on an 8-GPU run produces no output at all, and
 nothing says so. Use `[]` (all ranks) or ranks that exist.
+
+## Use instead
+
+`"rank": []` (every rank) or ranks that exist.
+
+## References
+
+[mindstudio-probe (msprobe), its home page](https://gitcode.com/Ascend/MindStudio-Probe).
 """
 
 from __future__ import annotations

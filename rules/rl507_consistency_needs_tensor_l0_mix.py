@@ -1,8 +1,16 @@
 """RL507: a consistency run whose msprobe config has a task the comparison cannot use.
 
+## What it does
+
+Reports the msprobe config of a consistency run whose `task` the comparison cannot use: `statistics`
+on an FSDP run or any task but `tensor` (errors), `statistics` on a Megatron run (a warning).
+
+## Why
+
 `msprobe compare --consistent_check` compares the training and inference sides module by module
 (the level that allows it, L0, is RL109's). The task decides what is compared. Measured with msprobe
 26.2.0 on real dumps of twin models (FSDP1, FSDP2 and Megatron names against vLLM's):
+
 - `task: tensor` compares every matched module, element by element: what a consistency run needs.
 - `task: statistics` on an FSDP run cannot compare the attention and MLP projections: the training side
   dumps q/k/v and gate/up separately, vLLM dumps the fused qkv_proj and gate_up_proj, and msprobe joins
@@ -11,9 +19,16 @@
 - `task: statistics` on a Megatron run (fused on both sides) compares, but only each tensor's summary
   (max, min, mean, norm), so small element-wise differences go unseen: a warning.
 - any other task has nothing to compare: an error.
-Use instead `"task": "tensor"` (what `rlpatch gen consistency` writes). Silence with
-`# rlpatch: ignore[RL507]` on the line that names the config. Trainer: any (the config is read by the
-engine patch and by vLLM-Ascend).
+
+The config is read by rlpatch's engine patch and by vLLM-Ascend, under every trainer.
+
+## Use instead
+
+`"task": "tensor"` (what `rlpatch gen consistency` writes).
+
+## References
+
+[mindstudio-probe (msprobe), its home page](https://gitcode.com/Ascend/MindStudio-Probe).
 """
 
 from __future__ import annotations

@@ -1,11 +1,24 @@
 """RL601: the SGLang dump route does not fit the SGLang version.
 
+## What it does
+
+Reports an SGLang dump route that does not fit the SGLang version: `msprobe_dump_config` on SGLang
+older than 0.5.11, or `MSPROBE_SGLANG_CONFIG` on 0.5.11 or newer.
+
+## Why
+
 SGLang reads `msprobe_dump_config` natively only from 0.5.11; older servers reject the unknown
 argument with a TypeError when the engine starts (after Ray and model loading). On older SGLang
 apply rlpatch's ModelRunner patch (`rlpatch apply --mode inference --sglang-root ...`) and name the
 config with `export MSPROBE_SGLANG_CONFIG=...` (`_PREFILL`/`_DECODE` under PD disaggregation)
 instead. The other way round, from 0.5.11 the patch does not apply and nothing reads
 `MSPROBE_SGLANG_CONFIG`: the rollout dumps nothing; use the native key.
+
+## Use instead
+
+On SGLang older than 0.5.11, apply rlpatch's ModelRunner patch and name the config with `export
+MSPROBE_SGLANG_CONFIG=...`; from 0.5.11, the native
+`++actor_rollout_ref.rollout.engine_kwargs.sglang.msprobe_dump_config=...`.
 """
 
 from __future__ import annotations

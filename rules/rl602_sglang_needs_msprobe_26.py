@@ -1,8 +1,19 @@
 """RL602: SGLang's native msprobe dump with mindstudio-probe older than 26.0.
 
+## What it does
+
+Reports SGLang's native msprobe dump (SGLang 0.5.11 or newer) with mindstudio-probe older than 26.0
+in the inference environment.
+
+## Why
+
 SGLang 0.5.11+ calls msprobe's 26.x API (`start(rank_id=...)`, no `model` argument in the
 constructor); mindstudio-probe 8.x fails there at engine start. Install mindstudio-probe 26.0 or
 newer in the inference environment.
+
+## Use instead
+
+Install mindstudio-probe 26.0 or newer where SGLang runs.
 """
 
 from __future__ import annotations

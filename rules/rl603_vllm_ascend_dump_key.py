@@ -1,8 +1,20 @@
 """RL603: the vLLM dump key does not match the vLLM-Ascend version.
 
+## What it does
+
+Reports `dump_config_path` on vLLM-Ascend 0.12.x, which reads `dump_config`, and either key before
+0.12, which has no msprobe dump at all.
+
+## Why
+
 vLLM-Ascend 0.12.x reads `additional_config.dump_config` (the path key `dump_config_path` came
 later); versions before 0.12 have no msprobe dump at all. A key the installed version does not know
 is ignored silently: the run produces no dump.
+
+## Use instead
+
+`additional_config.dump_config` on vLLM-Ascend 0.12.x, `dump_config_path` from 0.13; upgrade
+vLLM-Ascend to 0.12 or newer to dump.
 """
 
 from __future__ import annotations

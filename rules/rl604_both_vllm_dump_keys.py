@@ -1,8 +1,19 @@
 """RL604: both `dump_config` and `dump_config_path` are set.
 
+## What it does
+
+Reports a run that sets both `additional_config.dump_config` and
+`additional_config.dump_config_path`.
+
+## Why
+
 vLLM-Ascend reads one of them depending on its version; setting both hides which config is used
 and, when they differ, dumps with the other one than intended. Keep the key of your version
 (0.12.x: `dump_config`, later: `dump_config_path`).
+
+## Use instead
+
+Keep only the key of your vLLM-Ascend version.
 """
 
 from __future__ import annotations

@@ -1,5 +1,13 @@
 """RL605: a run whose dump needs one of rlpatch's patches that the target tree does not have.
 
+## What it does
+
+Reports a run whose dump needs one of rlpatch's patches that the target tree does not have: the verl
+engine patch (consistency), the vLLM-Ascend dispatch logger (consistency with vLLM), the SGLang
+ModelRunner patch (`MSPROBE_SGLANG_CONFIG`).
+
+## Why
+
 The training side of a consistency dump comes from rlpatch's patch of verl's engine worker
 (`verl-engine-fsdp` / `verl-engine-megatron`). Without it the run trains normally and dumps
 nothing on the training side. The state comes from `rlpatch verify --format json --mode
@@ -14,6 +22,11 @@ rlpatch's SGLang ModelRunner patch (SGLang < 0.5.11): without it the rollout dum
 (`rlpatch verify --rules sglang-model-runner --sglang-root ...`, or the SGLang of `--python`).
 Only rules that run under the trainer the launch selects count (a v0-only tree is
 not "unpatched" for a `trainer.use_v1=False` run); whether that trainer is covered is RL607's.
+
+## Use instead
+
+Apply the patches to the tree that will run: `rlpatch apply --mode consistency --verl-root ...
+--vllm-ascend-root ...` (or `--mode inference --sglang-root ...`).
 """
 
 from __future__ import annotations

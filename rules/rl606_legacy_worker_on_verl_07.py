@@ -1,9 +1,19 @@
 """RL606: verl 0.7.x runs the engine worker (where rlpatch's patch dumps) only on request.
 
+## What it does
+
+Reports a consistency run on verl 0.7.x without `trainer.use_legacy_worker_impl=disable`.
+
+## Why
+
 On verl 0.7.x the PPO actor and ref run on the legacy workers unless
 `trainer.use_legacy_worker_impl=disable`; the engine patch is then never executed and the
 training side dumps nothing. Add the override (it was removed in 0.8.0, where the engine path is
 the only one).
+
+## Use instead
+
+Add `trainer.use_legacy_worker_impl=disable` (verl 0.7.x only: the override was removed in 0.8.0).
 """
 
 from __future__ import annotations

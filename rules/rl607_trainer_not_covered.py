@@ -1,5 +1,12 @@
 """RL607: the trainer a consistency run selects is not covered by the patched set on that verl.
 
+## What it does
+
+Reports a consistency run whose trainer (the v1 `PPOTrainer`, `RayPPOTrainer`, `FullyAsyncTrainer`)
+is not covered by the patched set on the target verl.
+
+## Why
+
 A patch only counts if the code it changes runs (spec patches.md section 8). From verl 0.9.0
 `trainer.use_v1` defaults to true and `verl.trainer.main_ppo` runs the v1 `PPOTrainer`, not
 `RayPPOTrainer.fit`; the fully-async entry point (`fully_async_main`) runs `FullyAsyncTrainer`
@@ -11,6 +18,11 @@ set covers it comes from `rlpatch verify --format json --mode consistency` on th
 (the set covers every trainer on 0.7.0 to 0.9.1), or, where rlpatch cannot patch the selected
 trainer (its anchors drifted), select one the set covers (`trainer.use_v1=False` for `RayPPOTrainer`).
 On verl 0.7.x the legacy workers (`trainer.use_legacy_worker_impl`) are RL606's.
+
+## Use instead
+
+`rlpatch apply --mode consistency` on the tree (the set covers every trainer on verl 0.7.0 to
+0.9.1), or select a trainer the set covers (`trainer.use_v1=False` for `RayPPOTrainer`).
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """Dump every SGLang forward pass with msprobe, as SGLang 0.5.11 does natively.
 
-Why: inference-side precision debugging of a verl rollout needs msprobe around each
-`ModelRunner.forward` of the SGLang server, with the same seeds and config handling as training.
-SGLang 0.5.11 added this upstream (`ServerArgs.msprobe_dump_config`, `ModelRunner.init_msprobe`);
-older servers reject that key (`ServerArgs` is a dataclass: `TypeError` at start-up), so for
-0.4.3.post4 .. 0.5.10.post1 this rule inserts code that mirrors the native behaviour, configured
-by the environment instead of a server argument:
+## What it patches
+
+For SGLang 0.4.3.post4 .. 0.5.10.post1 the rule inserts into `ModelRunner` code that mirrors the
+native behaviour, configured by the environment instead of a server argument:
 
 - `MSPROBE_SGLANG_CONFIG` names the msprobe config.json; unset means nothing happens (msprobe is
   not even imported). Under PD disaggregation (`server_args.disaggregation_mode` set) prefill and
@@ -21,9 +19,20 @@ by the environment instead of a server argument:
   `step()` right before the single final `return output`. SGLang 0.4.3 dispatches with four
   `return`s and has no `forward_pass_id`: there the body is wrapped in `try/finally`.
 
+## Why
+
+Inference-side precision debugging of a verl rollout needs msprobe around each
+`ModelRunner.forward` of the SGLang server, with the same seeds and config handling as training.
+SGLang 0.5.11 added this upstream (`ServerArgs.msprobe_dump_config`, `ModelRunner.init_msprobe`);
+older servers reject that key (`ServerArgs` is a dataclass: `TypeError` at start-up).
+
+## Versions
+
 From 0.5.11 on the rule is not applicable: pass the native server argument instead.
 
-Trainer: none; the SGLang inference server (the rollout side) runs this code under every trainer.
+## Trainer
+
+None; the SGLang inference server (the rollout side) runs this code under every trainer.
 """
 
 from __future__ import annotations

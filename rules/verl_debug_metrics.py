@@ -1,17 +1,28 @@
 """Skip verl's rollout-vs-actor debug metrics when there is nothing to compare (PROMPTS_ONLY=1).
 
+## What it patches
+
+At the start of `calculate_debug_metrics` (`verl/utils/debug/metrics.py`): with `PROMPTS_ONLY` on, or
+without response tokens to compare, log `skipping debug metrics` and return zero metrics.
+
+## Why
+
 `calculate_debug_metrics` compares `rollout_log_probs` with `old_log_probs` over the response
 tokens. With PROMPTS_ONLY=1 the batch keeps zero response tokens, and the comparison would fail on
 empty tensors (or on missing keys) and stop the run. At the start of the function: when PROMPTS_ONLY
 is on, or `responses` / `old_log_probs` / `rollout_log_probs` is missing or has zero tokens, log a
 warning containing `skipping debug metrics` and return the metrics with zero values.
 
+## Versions
+
 Spec: patches.md section 4 (debug-metrics skip). Anchor: the docstring of the top-level function
 `calculate_debug_metrics` in `verl/utils/debug/metrics.py` (verl 0.6.0 to 0.9.1); the code goes right
 after it. The module has no `import os`: the inserted code imports it first thing in the function
 (bound before any use, so it cannot shadow a later use) and uses the module's `logger`.
 
-Trainer: every trainer calls this function after recomputing log-probs (`RayPPOTrainer`, the v1
+## Trainer
+
+Every trainer calls this function after recomputing log-probs (`RayPPOTrainer`, the v1
 `PPOTrainer._compute_old_log_prob`, `FullyAsyncTrainer`), so the one patch serves them all.
 """
 

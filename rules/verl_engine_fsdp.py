@@ -1,9 +1,6 @@
 """verl-engine-fsdp: dump every micro-batch of the FSDP engine worker with msprobe.
 
-Why: training-inference consistency needs the training side's forward (and, for training passes,
-backward) dumped micro-batch by micro-batch, each dump tagged with the request ids it carried, so
-that it can be paired with the inference dump of the same requests. verl's own precision_debugger
-tool wraps whole worker stages instead and never calls `step()`, so it cannot give that pairing.
+## What it patches
 
 What it inserts into `verl/workers/engine/fsdp/transformer_impl.py`:
 - `FSDPEngine.__init__`: `self._debugger = None` right after `super().__init__()`;
@@ -27,7 +24,16 @@ Switches at run time: `DUMP_ON=1`, `DUMP_PHASE=log_prob|update_actor|all`,
 `MSPROBE_ACTOR_CONFIG=/path/config.json`. Nothing changes while `DUMP_ON` is unset, and msprobe
 is then never imported. The VeOmni engine overrides this loop and is not covered.
 
-Trainer: the engine workers run under every trainer (RayPPOTrainer, the v1 PPOTrainer, FullyAsyncTrainer);
+## Why
+
+Training-inference consistency needs the training side's forward (and, for training passes,
+backward) dumped micro-batch by micro-batch, each dump tagged with the request ids it carried, so
+that it can be paired with the inference dump of the same requests. verl's own precision_debugger
+tool wraps whole worker stages instead and never calls `step()`, so it cannot give that pairing.
+
+## Trainer
+
+The engine workers run under every trainer (RayPPOTrainer, the v1 PPOTrainer, FullyAsyncTrainer);
 on 0.7.x only with `trainer.use_legacy_worker_impl=disable`.
 """
 

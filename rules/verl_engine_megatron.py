@@ -1,10 +1,6 @@
 """verl-engine-megatron: dump every micro-batch of the Megatron engine worker with msprobe.
 
-Why: as for FSDP, consistency needs per-micro-batch training dumps tagged with request ids. There
-is no Python micro-batch loop here: Megatron-core runs the micro-batches inside
-`losses_reduced = forward_backward_func(...)`, calling the engine's `forward_step` once per
-micro-batch. So the pass-level decision is taken around that call, and the dump of one micro-batch
-opens right before the model runs in `MegatronEngineWithLMHead.forward_step` and closes right after.
+## What it patches
 
 What it inserts into `verl/workers/engine/megatron/transformer_impl.py`:
 - `MegatronEngine.__init__`: debugger state after `super().__init__()`;
@@ -20,11 +16,23 @@ What it inserts into `verl/workers/engine/megatron/transformer_impl.py`:
 Only the last pipeline stage writes log records. `MegatronEngineWithValueHead` (critic) is not
 patched. The Ascend MindSpeed engine inherits these methods, so the patch reaches it.
 
+## Why
+
+As for FSDP, consistency needs per-micro-batch training dumps tagged with request ids. There
+is no Python micro-batch loop here: Megatron-core runs the micro-batches inside
+`losses_reduced = forward_backward_func(...)`, calling the engine's `forward_step` once per
+micro-batch. So the pass-level decision is taken around that call, and the dump of one micro-batch
+opens right before the model runs in `MegatronEngineWithLMHead.forward_step` and closes right after.
+
+## Versions
+
 Not run here: verl 0.9.1's Megatron engine needs megatron-core and CUDA to be built (the rehearsal
 runs the FSDP engine only); this patch is proved structurally on every release
 (tests/test_upstream_verl_engine.py) and by its cases below.
 
-Trainer: the engine workers run under every trainer (RayPPOTrainer, the v1 PPOTrainer, FullyAsyncTrainer);
+## Trainer
+
+The engine workers run under every trainer (RayPPOTrainer, the v1 PPOTrainer, FullyAsyncTrainer);
 on 0.7.x only with `trainer.use_legacy_worker_impl=disable`.
 """
 

@@ -1,5 +1,12 @@
 """PROMPTS_ONLY=1: the trainer recomputes log-probs on the prompts only (hybrid trainer).
 
+## What it patches
+
+`RayPPOTrainer.fit` (`verl/trainer/ppo/ray_trainer.py`): with `PROMPTS_ONLY` set, the batch is cut to
+its prompt tokens right before the trainer decides between bypass mode and recomputing `old_log_probs`.
+
+## Why
+
 Training/inference consistency is compared on the prefill: msprobe dumps the inference engine's
 prefill step and the training engine's forward, and the two are only the same computation when the
 training forward sees the prompt tokens alone. With `PROMPTS_ONLY` set, `RayPPOTrainer.fit` cuts the
@@ -7,10 +14,14 @@ response part off `input_ids`, `attention_mask` and `position_ids` (2-D, or 3-D 
 sequence is the last dim) and leaves `responses`, `rollout_log_probs` and `response_mask` with zero
 tokens, right before the trainer decides between bypass mode and recomputing `old_log_probs`.
 
+## Versions
+
 Spec: patches.md section 4 (prompts-only, hybrid). Anchor: in `RayPPOTrainer.fit`, the single
 `if bypass_recomputing_logprobs:` statement (verl 0.6.1 to 0.9.1); the code goes right before it.
 
-Trainer: `RayPPOTrainer.fit`, which runs every PPO launch before verl 0.9.0 and, from 0.9.0, only with
+## Trainer
+
+`RayPPOTrainer.fit`, which runs every PPO launch before verl 0.9.0 and, from 0.9.0, only with
 `trainer.use_v1=False` (the deprecated `main_ppo_v0`); the default v1 trainer is `verl-prompts-only-v1`'s.
 """
 

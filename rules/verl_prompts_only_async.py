@@ -1,15 +1,26 @@
 """PROMPTS_ONLY=1 for the fully-async trainer: trim each batch taken from the queue to its prompts.
 
+## What it patches
+
+`FullyAsyncTrainer._fit_generate`: with `PROMPTS_ONLY` set, each batch taken from the message queue is
+cut to its prompt tokens, as `verl-prompts-only` does in `RayPPOTrainer.fit`.
+
+## Why
+
 The fully-async trainer (`FullyAsyncTrainer`, verl 0.8.0+) does not go through `RayPPOTrainer.fit`'s
 anchor: it takes finished rollouts from the message queue in `_fit_generate`. The same trimming as
 `verl-prompts-only` runs there, right after the samples are taken and before the rollout temperature
 is stored in `batch.meta_info`, and only when the batch has `responses`.
 
+## Versions
+
 Spec: patches.md section 4 (prompts-only, fully async). Anchor: in `FullyAsyncTrainer._fit_generate`,
 the single `batch.meta_info["temperature"] = ...` assignment; the code goes right before it.
 The file does not exist before verl 0.8.0 (the policy lived in `recipe/`, outside the wheel).
 
-Trainer: the fully-async trainer only (its own entry point `fully_async_main`, whatever `trainer.use_v1` says).
+## Trainer
+
+The fully-async trainer only (its own entry point `fully_async_main`, whatever `trainer.use_v1` says).
 """
 
 from __future__ import annotations

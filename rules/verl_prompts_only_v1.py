@@ -1,9 +1,6 @@
 """PROMPTS_ONLY=1 on the v1 trainer: the actor's log-prob recompute sees the prompt tokens only.
 
-From verl 0.9.0 `trainer.use_v1` defaults to true and `main_ppo` runs the v1 `PPOTrainer`
-(`verl/trainer/ppo/v1/trainer_base.py`), not `RayPPOTrainer.fit`: the trim of `verl-prompts-only`
-never runs, training recomputes log-probs on prompt plus response, and the consistency dump cannot
-be paired with the inference prefill (spec patches.md section 8).
+## What it patches
 
 Where, and why there: the v1 trainer never holds the tensors. `PPOTrainer._compute_old_log_prob`
 passes a `KVBatchMeta` (TransferQueue keys) to `actor_rollout_wg.compute_log_prob`; verl's
@@ -39,12 +36,23 @@ real TransferQueue and fixtures of these shapes (tests/test_verl_v1_runtime.py),
 verl 0.9.1 with its FSDP engine, LoRA included (tests/test_rehearsal_training.py); Megatron's R3
 router replay (which pairs `input_ids` with `response_mask`) was not run here.
 
+## Why
+
+From verl 0.9.0 `trainer.use_v1` defaults to true and `main_ppo` runs the v1 `PPOTrainer`
+(`verl/trainer/ppo/v1/trainer_base.py`), not `RayPPOTrainer.fit`: the trim of `verl-prompts-only`
+never runs, training recomputes log-probs on prompt plus response, and the consistency dump cannot
+be paired with the inference prefill (spec patches.md section 8).
+
+## Versions
+
 Anchor: class `ActorRolloutRefWorker`, method `compute_log_prob`, the single statement
 `<name> = self.actor.infer_batch(<first parameter>)` (verl 0.8.0 to 0.9.1 and main). Not applicable
 before 0.9.0 (no v1 trainer: `verl/trainer/ppo/v1/` ships from 0.9.0), nor on a tree of unknown
 version without `verl/trainer/ppo/v1/trainer_base.py`.
 
-Trainer: the v1 `PPOTrainer` (`trainer.use_v1=True`, the default from 0.9.0; every
+## Trainer
+
+The v1 `PPOTrainer` (`trainer.use_v1=True`, the default from 0.9.0; every
 `trainer.v1.trainer_mode`). The code sits in the engine worker, which every trainer runs, but it
 acts only on the TransferQueue layout only the v1 trainer produces.
 """

@@ -1,15 +1,23 @@
 """Record the request id sent to the inference server in the output's `extra_fields["request_id"]`.
 
-Consistency analysis joins the inference dump (vLLM's dispatch log, keyed by the vLLM request id)
-with the training dump (`update_actor_log.jsonl`, keyed by the micro-batch's non-tensor
-`request_id`). verl generates a fresh id per turn inline in the call to the server, so nothing
-downstream knows it. The patch binds it to a local `vllm_request_id` right before
+## What it patches
+
+The patch binds the id to a local `vllm_request_id` right before
 `server.generate.remote(request_id=..., ...)`, passes that local, and stores it in
 `output.extra_fields["request_id"]` right after the call; verl then carries it through the
 agent-loop output into `DataProto.non_tensor_batch["request_id"]` and the engine's micro-batches.
 
 Binding the id changes the call's `request_id=` argument: that is a hoist (rlpatch.patch.edits), and
 revert puts the original expression back byte for byte.
+
+## Why
+
+Consistency analysis joins the inference dump (vLLM's dispatch log, keyed by the vLLM request id)
+with the training dump (`update_actor_log.jsonl`, keyed by the micro-batch's non-tensor
+`request_id`). verl generates a fresh id per turn inline in the call to the server, so nothing
+downstream knows it.
+
+## Versions
 
 Spec: patches.md section 4 (request id). Three anchor generations, located by structure:
 - 0.7.x `verl/experimental/agent_loop/agent_loop.py`, `AsyncLLMServerManager.generate`,
@@ -20,7 +28,9 @@ From 0.8.0 `agent_loop.py` has no `AsyncLLMServerManager` and gets no edit. verl
 `TokenOutput` has no `extra_fields` (and its agent loops do not carry them), so the rule is not
 applicable there.
 
-Trainer: the agent-loop workers of every trainer send their requests through this client (the v1
+## Trainer
+
+The agent-loop workers of every trainer send their requests through this client (the v1
 trainer's `sync` mode directly, the fully-async client through `super().generate`); on the v1
 trainer the id then needs `verl-request-id-v1` to reach the engine worker.
 """

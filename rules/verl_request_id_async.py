@@ -1,10 +1,19 @@
 """Fully-async rollouts keep the request id: the resumed output inherits the server output's extra_fields.
 
+## What it patches
+
+`FullyAsyncLLMServerClient.generate`: the resumed output keeps the server output's `extra_fields`, so
+the request id `verl-request-id` stores survives partial rollouts.
+
+## Why
+
 `FullyAsyncLLMServerClient.generate` (partial rollout: a generation may be resumed several times)
 accumulates the parent client's outputs into a fresh `final_output`, so the
 `extra_fields["request_id"]` that `verl-request-id` stores would be lost. Right before the client
 stores `global_steps` into `final_output.extra_fields`, the patch copies the last server output's
 `extra_fields` into it (the following upstream lines still set the step fields).
+
+## Versions
 
 Spec: patches.md section 4 (request id, fully async). The class lives in
 `verl/experimental/fully_async_policy/fully_async_rollouter.py` in 0.8.x and in
@@ -12,7 +21,9 @@ Spec: patches.md section 4 (request id, fully async). The class lives in
 Anchor: in `FullyAsyncLLMServerClient.generate`, the single
 `final_output.extra_fields["global_steps"] = global_steps`; the code goes right before it.
 
-Trainer: the fully-async trainer, and from 0.9.0 the v1 trainer's `colocate_async` and `separate_async`
+## Trainer
+
+The fully-async trainer, and from 0.9.0 the v1 trainer's `colocate_async` and `separate_async`
 modes (`trainer.v1.trainer_mode`), which also generate through `FullyAsyncLLMServerClient`.
 """
 

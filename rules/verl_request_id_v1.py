@@ -1,5 +1,16 @@
 """The v1 trainer's TransferQueue rows carry the request id as their own `request_id` field.
 
+## What it patches
+
+In `AgentLoopWorkerTQ._agent_loop_postprocess`, right before each row is appended to the batch put:
+`field["request_id"] = str(<extra_fields>.get("request_id", ""))`.
+
+Padding: to make the batch divisible, `upsample_batch_to_divisible_size` (`verl/trainer/ppo/padding_utils.py`)
+adds synthetic rows copied from the first real one; the patch blanks their `request_id` right after
+the template gets its own `uid`, so no padding row is logged under a real request's id.
+
+## Why
+
 `verl-request-id` stores the id the inference server got in `TokenOutput.extra_fields["request_id"]`,
 and the agent loops copy `extra_fields` into their `AgentLoopOutput`. On `RayPPOTrainer`
 (`trainer.use_v1=False`) `AgentLoopWorker._postprocess` then spreads every `extra_fields` key into
@@ -8,18 +19,17 @@ agent loop (`AgentLoopWorkerTQ._agent_loop_postprocess` in `verl/trainer/ppo/v1/
 does not: it puts each output into TransferQueue with `extra_fields` as one dict-valued field, and
 the engine worker, which fetches the rows itself, finds no `request_id` (its
 `update_actor_log.jsonl` records would list no request ids, and the dump could not be joined with
-the inference side). The patch adds the field, right before each row is appended to the batch put:
-`field["request_id"] = str(<extra_fields>.get("request_id", ""))`.
+the inference side).
 
-Padding: to make the batch divisible, `upsample_batch_to_divisible_size` (`verl/trainer/ppo/padding_utils.py`)
-adds synthetic rows copied from the first real one; the patch blanks their `request_id` right after
-the template gets its own `uid`, so no padding row is logged under a real request's id.
+## Versions
 
 Anchors (verl 0.9.0, 0.9.1 and main): in `AgentLoopWorkerTQ._agent_loop_postprocess`, the single
 `fields.append(<row>)` statement; in `upsample_batch_to_divisible_size`, the single
 `template_sample["uid"] = ...` assignment. Not applicable before 0.9.0 (no v1 trainer).
 
-Trainer: the v1 `PPOTrainer` (`trainer.use_v1=True`, the default from 0.9.0), every
+## Trainer
+
+The v1 `PPOTrainer` (`trainer.use_v1=True`, the default from 0.9.0), every
 `trainer.v1.trainer_mode`, unless `actor_rollout_ref.rollout.agent.agent_loop_manager_class`
 replaces the agent-loop manager.
 """

@@ -1,16 +1,27 @@
 """Skip rollout correction when PROMPTS_ONLY=1: there are no response tokens left to correct.
 
+## What it patches
+
+At the start of `compute_rollout_correction_and_add_to_batch`
+(`verl/trainer/ppo/rollout_corr_helper.py`): with `PROMPTS_ONLY` on, `return batch, {}`.
+
+## Why
+
 `compute_rollout_correction_and_add_to_batch` computes importance weights and rejection masks over
 the response tokens from `rollout_log_probs` and `old_log_probs`. With PROMPTS_ONLY=1 both have zero
 tokens, so at the start of the function the batch is returned unchanged with no metrics:
 `return batch, {}`.
+
+## Versions
 
 Spec: patches.md section 4 (rollout-correction skip). Anchor: the docstring of the top-level function
 `compute_rollout_correction_and_add_to_batch` in `verl/trainer/ppo/rollout_corr_helper.py` (verl
 0.6.1 to 0.9.1); the code goes right after it. The module has no `import os`: the inserted code
 imports it first thing in the function.
 
-Trainer: every trainer calls this function (`RayPPOTrainer`, the v1 `PPOTrainer._compute_advantage`,
+## Trainer
+
+Every trainer calls this function (`RayPPOTrainer`, the v1 `PPOTrainer._compute_advantage`,
 `FullyAsyncTrainer`), so the one patch serves them all.
 """
 

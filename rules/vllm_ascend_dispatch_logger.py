@@ -1,10 +1,8 @@
 """Log which requests each dumped vLLM-Ascend model step ran, next to msprobe's dump.
 
-Why: a consistency check compares an inference dump with a training dump request by request, but
-a vLLM step batches many requests (new prefills and cached decodes) and msprobe's `step{N}` folder
-does not say which. vllm-ascend has its own msprobe hooks from 0.12.0rc1 (`additional_config`
-`dump_config` / `dump_config_path`) and nothing that records the batch. This rule adds
-`vllm_ascend/worker/dispatch_logger.py` (class `DispatchLogger`, writing
+## What it patches
+
+The rule adds `vllm_ascend/worker/dispatch_logger.py` (class `DispatchLogger`, writing
 `{dump_path}/{pid}/dispatch_log.jsonl`, one record per dumped step) and hooks `NPUModelRunner` in
 `vllm_ascend/worker/model_runner_v1.py`:
 
@@ -18,9 +16,20 @@ does not say which. vllm-ascend has its own msprobe hooks from 0.12.0rc1 (`addit
   stop site: `verify` reports `partial` when a stop site has no hook. `scheduler_output` must be
   a bound local at each site; the rule refuses otherwise.
 
+## Why
+
+A consistency check compares an inference dump with a training dump request by request, but
+a vLLM step batches many requests (new prefills and cached decodes) and msprobe's `step{N}` folder
+does not say which. vllm-ascend has its own msprobe hooks from 0.12.0rc1 (`additional_config`
+`dump_config` / `dump_config_path`) and nothing that records the batch.
+
+## Versions
+
 vllm-ascend 0.11.0 and older have no msprobe hooks: not applicable.
 
-Trainer: none; the vLLM-Ascend inference server (the rollout side) runs this code under every trainer.
+## Trainer
+
+None; the vLLM-Ascend inference server (the rollout side) runs this code under every trainer.
 """
 
 from __future__ import annotations

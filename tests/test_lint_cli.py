@@ -59,7 +59,7 @@ def test_json_contract(repo: Path) -> None:
     findings = json.loads(out)
     assert code == 1 and isinstance(findings, list) and findings
     for finding in findings:
-        assert set(finding) == {"code", "severity", "message", "file", "line", "column", "end_line", "end_column"}
+        assert set(finding) == {"code", "severity", "message", "file", "line", "column", "end_line", "end_column", "url"}
         assert finding["severity"] in ("error", "warning", "info")
     first = findings[0]
     assert (first["code"], first["file"], first["line"], first["column"], first["end_line"], first["end_column"]) == (
@@ -236,7 +236,7 @@ def test_detect_json_contract(repo: Path) -> None:
 def test_rule_docs() -> None:
     code, out, _ = rlpatch("rule", "RL201")
     assert code == 0 and out.startswith("RL201 (E, consistency): ")
-    assert "Bad:" in out and "Good:" in out and "tensor_model_parallel_size=8" in out
+    assert "\nExample\n" in out and "\nUse instead\n" in out and "tensor_model_parallel_size=8" in out
     code, out, _ = rlpatch("rule")
     from rlpatch.lint.engine import rule_classes
 

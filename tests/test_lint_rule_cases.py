@@ -40,7 +40,7 @@ def test_every_rule_has_cases_and_docs() -> None:
         assert cls.why().strip(), cls.code
         assert cls.summary, cls.code
         doc = cls.documentation()
-        assert "Bad:" in doc and "Good:" in doc
+        assert "\nExample\n" in doc and "\nUse instead\n" in doc
 
 
 def test_registry_lists_every_lint_module_once() -> None:
@@ -84,7 +84,8 @@ def test_every_rule_shows_different_bad_and_good_examples() -> None:
     for cls in rule_classes():
         doc = cls.documentation()
         if cls.INVALID and cls.VALID:
-            bad, _, good = doc.partition("\nBad:\n")[2].partition("\nGood:\n")
+            bad, _, good = doc.partition("\nExample\n")[2].partition("\nUse instead\n")
+            good = good.partition("\nExceptions and how to silence\n")[0]
             if bad.strip() == good.strip():
                 same.append(cls.code)
     assert not same, same

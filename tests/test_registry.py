@@ -47,8 +47,8 @@ def test_rule_command_documents_every_patch_rule():
     for rule in registry.patch_rules():
         result = run_cli("rule", rule.id)
         assert result.exit_code == 0, result.stderr
-        assert result.stdout.startswith(f"{rule.id} (") and "Good (patched):" in result.stdout
-        assert "Bad (refused" in result.stdout and len(result.stdout.splitlines()) > 15
+        assert result.stdout.startswith(f"{rule.id} (") and "\nPatched:\n" in result.stdout
+        assert "\nRefused (the anchor is not there):\n" in result.stdout and len(result.stdout.splitlines()) > 15
 
 
 def test_lint_rule_table_agrees_with_the_rule_classes():

@@ -2,7 +2,8 @@
 
 The nearest pyproject.toml that has a `[tool.rlpatch]` table wins; keys may be spelled with `-`
 or `_`: select, ignore, fail-on, mode, verl-version, verl-root, allow-level, env (a table or a
-list of KEY=VAL), config-root. Command-line options override it.
+list of KEY=VAL), config-root, docs-url (where the rule pages are published: the `url` of each
+finding, `rlpatch.lint.docs.docs_url`). Command-line options override it.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 from rlpatch.errors import InputError
 
 KNOWN_KEYS = {"select", "ignore", "fail_on", "mode", "verl_version", "verl_root", "allow_level", "env", "config_root",
-              "exit_zero"}
+              "exit_zero", "docs_url"}
 
 
 def _toml_loads(text: str) -> dict[str, Any]:

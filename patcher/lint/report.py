@@ -13,18 +13,32 @@ import os
 from typing import Callable, TextIO
 
 from rlpatch import __version__
+from rlpatch.errors import RlpatchError
+from rlpatch.lint.config import find_config
+from rlpatch.lint.docs import docs_url
 from rlpatch.lint.engine import FileResult, rule_classes
-from rlpatch.lint.rule import SEVERITY_LETTER, Finding
+from rlpatch.lint.rule import SEVERITY_LETTER, Finding, LintRule
 
 FORMATS = ("concise", "full", "json", "github", "sarif")
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
 
 def finding_dict(finding: Finding) -> dict:
-    """The JSON contract of issue 5 (one object per finding)."""
+    """The JSON contract of issue 5 (one object per finding), with the rule page's `url`."""
     span = finding.span
     return {"code": finding.code, "severity": finding.severity, "message": finding.message, "file": span.file,
-            "line": span.line, "column": span.column, "end_line": span.end_line, "end_column": span.end_column}
+            "line": span.line, "column": span.column, "end_line": span.end_line, "end_column": span.end_column,
+            "url": rule_url(finding.code, span.file)}
+
+
+def rule_url(code: str, path: str) -> str:
+    """The page of a rule, for a finding in `path`: `RLPATCH_DOCS_URL`, else `docs-url` of the
+    `[tool.rlpatch]` that configures that file, else the page's path in the rlpatch repository."""
+    try:
+        base = find_config(os.path.dirname(os.path.abspath(path)) if path != "-" else os.getcwd())[1].get("docs_url")
+    except RlpatchError:  # an unreadable pyproject.toml was reported when the file was linted
+        base = None
+    return docs_url(code, base if isinstance(base, str) else None)
 
 
 def _findings(results: list[FileResult]) -> list[Finding]:
@@ -49,7 +63,7 @@ def report_full(results: list[FileResult], out: TextIO) -> None:
             out.write(f"  {f.span.line:>4} | {text}\n       | {' ' * (f.span.column - 1)}{'^' * width}\n")
         for span in f.related:
             out.write(f"  note: see also {span.file}:{span.line}:{span.column}\n")
-        out.write("\n")
+        out.write(f"  docs: {rule_url(f.code, f.span.file)}\n\n")
     _summary(results, out)
 
 
@@ -135,14 +149,7 @@ def sarif_document(results: list[FileResult]) -> dict:
     classes = rule_classes()
     index = {cls.code: i for i, cls in enumerate(classes)}
     level = {"error": "error", "warning": "warning", "info": "note"}
-    rules = [{
-        "id": cls.code,
-        "name": cls.__name__,
-        "shortDescription": {"text": cls.summary},
-        "fullDescription": {"text": " ".join(cls.why().split()) or cls.summary},
-        "help": {"text": cls.documentation()},
-        "defaultConfiguration": {"level": level[cls.severity]},
-    } for cls in classes]
+    rules = [_sarif_rule(cls, level[cls.severity], rule_url(cls.code, "-")) for cls in classes]
 
     def location(span) -> dict:
         return {"physicalLocation": {
@@ -173,6 +180,22 @@ def sarif_document(results: list[FileResult]) -> dict:
             "results": sarif_results,
         }],
     }
+
+
+def _sarif_rule(cls: type[LintRule], level: str, url: str) -> dict:
+    """A reportingDescriptor; `helpUri` only for an absolute address (SARIF 2.1.0 asks for one), else
+    the page's repository path stays in the help text."""
+    rule = {
+        "id": cls.code,
+        "name": cls.__name__,
+        "shortDescription": {"text": cls.summary},
+        "fullDescription": {"text": " ".join(cls.why().split()) or cls.summary},
+        "help": {"text": cls.documentation()},
+        "defaultConfiguration": {"level": level},
+    }
+    if "://" in url:
+        rule["helpUri"] = url
+    return rule
 
 
 def report_sarif(results: list[FileResult], out: TextIO) -> None:

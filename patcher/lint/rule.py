@@ -235,42 +235,24 @@ class LintRule:
 
     @classmethod
     def why(cls) -> str:
-        """The rule's explanation: its module docstring (or class docstring) without the title line."""
+        """The rule's explanation: the Why section of its module docstring (else the docstring without its title)."""
         import inspect
         import sys
 
+        from rlpatch.lint.docs import parse_docstring
+
         module = sys.modules.get(cls.__module__)
         doc = inspect.cleandoc(cls.__doc__ or (module.__doc__ if module else "") or "")
+        _, sections, _ = parse_docstring(doc)
+        if sections.get("Why"):  # a rule page's docstring: its "## Why" section
+            return sections["Why"]
         first, _, rest = doc.partition("\n")
         return rest.strip() if first.startswith(cls.code) else doc
 
     @classmethod
     def documentation(cls) -> str:
-        """Why (the docstring), then a bad and a good example: what `rlpatch rule CODE` prints."""
-        doc = cls.why()
-        letter = SEVERITY_LETTER[cls.severity]
-        modes = "all modes" if cls.modes == ALL_MODES else ", ".join(sorted(cls.modes))
-        parts = [f"{cls.code} ({letter}, {modes}): {cls.summary}", "", doc]
-        if cls.INVALID:
-            parts += ["", "Bad:", "", example_text(cls.INVALID[0])]
-        if cls.VALID:
-            parts += ["", "Good:", "", example_text(cls.VALID[0])]
-        return "\n".join(parts).rstrip() + "\n"
+        """The rule's page as `rlpatch rule CODE` prints it (rlpatch.lint.docs: the module docstring's
+        sections, an INVALID and a VALID case as bad and good examples, options, how to silence)."""
+        from rlpatch.lint.docs import lint_page, render_text
 
-
-def example_text(case: Case) -> str:
-    """A case as `rlpatch rule` shows it: the script, then the files beside it and the lint options
-    (a case often differs from its twin only in a config.json or in `--mode`)."""
-    parts = [_indent(case.script)]
-    for name, text in case.files.items():
-        parts += ["", f"    with {name}:", _indent(text)]
-    if case.options:
-        # A fixture tree is shown as the repository names it, not as this checkout's absolute path
-        # (the text is the same on every machine, and in SARIF).
-        shown = ", ".join(f"{key}={value!r}".replace(FIXTURES_ROOT + os.sep, "fixtures/") for key, value in case.options.items())
-        parts += ["", f"    linted with {shown}"]
-    return "\n".join(parts)
-
-
-def _indent(script: str) -> str:
-    return "\n".join("    " + line if line else "" for line in script.strip("\n").splitlines())
+        return render_text(lint_page(cls))
