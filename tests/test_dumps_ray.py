@@ -7,7 +7,8 @@ find no files; the test also checks that each result names the node whose disk h
 are real msprobe 26.2.0 dumps of tests/divergence_twins.py's twin models (FSDP1 names against vLLM
 names, a bfloat16 down_proj as the fault), laid out as the engine patch and the dispatch logger
 write them, with the same pid folder on both nodes (pids repeat across machines). The cluster is
-torn down as in tests/test_cluster.py: never `ray stop`, only the processes under its own folder.
+torn down as in tests/test_cluster.py: never `ray stop`, only the processes under its own folder. The
+last tests check the driver's merge of the nodes' records (shared disk, split pair, failing nodes) alone.
 """
 
 from __future__ import annotations
@@ -24,10 +25,9 @@ import pytest
 from conftest import run_cli
 from test_cluster import _end_leftovers
 
-ray = pytest.importorskip("ray")
-from ray.cluster_utils import Cluster  # noqa: E402
-
-pytestmark = pytest.mark.runtime
+from rlpatch.cluster.api import NodeAnswer, NodeInfo, Session
+from rlpatch.dumps.correlate import Pair, Side
+from rlpatch.dumps.remote import assign, merge
 
 TWINS = Path(__file__).with_name("divergence_twins.py")
 DISK = "RLPATCH_TEST_DISK"
@@ -78,6 +78,9 @@ def disks(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def cluster(disks):
+    ray = pytest.importorskip("ray")
+    from ray.cluster_utils import Cluster
+
     ray_tmp = tempfile.mkdtemp(prefix="rld", dir="/tmp")
     saved = {name: os.environ.get(name) for name in ("RAY_TMPDIR", "RAY_USAGE_STATS_ENABLED", "RAY_ADDRESS")}
     os.environ.update(RAY_TMPDIR=ray_tmp, RAY_USAGE_STATS_ENABLED="0")
@@ -112,6 +115,7 @@ def _verdicts(data: dict) -> dict[str, tuple]:
             for e in data["results"]}
 
 
+@pytest.mark.runtime
 def test_each_pair_is_compared_once_on_the_node_that_holds_it(cluster, disks, tmp_path):
     started, node_ids = cluster
     local = {}
@@ -146,6 +150,7 @@ def test_each_pair_is_compared_once_on_the_node_that_holds_it(cluster, disks, tm
     assert page.count('class="plotly-graph-div"') == 3 and CULPRIT in page and "msprobe</th><td><code>26.2.0" in page
 
 
+@pytest.mark.runtime
 def test_a_shared_disk_spreads_the_pairs_over_the_nodes(cluster, disks, tmp_path):
     """The same absolute roots on both nodes (a shared filesystem): each pair once, one per node."""
     started, node_ids = cluster
@@ -156,6 +161,7 @@ def test_a_shared_disk_spreads_the_pairs_over_the_nodes(cluster, disks, tmp_path
     assert _verdicts(data)[A][:2] == ("diverges", CULPRIT) and _verdicts(data)[B][:2] == ("agrees", None)
 
 
+@pytest.mark.runtime
 def test_bad_input_is_one_line(cluster, tmp_path):
     started, _ = cluster
     result = run_cli("dumps", "compare", "--train", str(tmp_path / "none"), "--infer", str(tmp_path / "none"),
@@ -166,6 +172,7 @@ def test_bad_input_is_one_line(cluster, tmp_path):
     assert result.exit_code == 2 and "no pair matches --only zz" in result.stderr
 
 
+@pytest.mark.runtime
 def test_a_dead_node_is_reported_and_the_others_compare(cluster, tmp_path):
     """Last: it adds a node and removes it (the cluster then lists it dead)."""
     started, node_ids = cluster
@@ -179,3 +186,46 @@ def test_a_dead_node_is_reported_and_the_others_compare(cluster, tmp_path):
     assert any(third.node_id[:12] in p and "dead" in p for p in data["problems"]), data["problems"]
     assert [(e["request_id"], e["verdict"], e["node"]["node_id"]) for e in data["results"]] == [
         (B, "agrees", node_ids["head"])]
+
+
+# ---- the driver's merge of the nodes' records (no cluster needed) ---------------------------------------
+
+N1, N2, N3 = NodeInfo("1" * 56, "h1", "10.0.0.1"), NodeInfo("2" * 56, "h2", "10.0.0.2"), NodeInfo("3" * 56, "h3", None)
+
+
+def _pair(request: str, rank: int, root: str = "/data") -> Pair:
+    return Pair(request, Side(0, rank, f"{root}/train/step0/rank{rank}/dump.json"),
+                Side(0, rank, f"{root}/infer/{PID}/step0/rank{rank}/dump.json", PID))
+
+
+def _scan(node: NodeInfo, pairs: list[Pair], unpaired=(), problems=(), msprobe="26.2.0") -> NodeAnswer:
+    value = {"holds": True, "missing": [], "pairs": pairs, "unpaired": list(unpaired), "problems": list(problems),
+             "msprobe": msprobe, "msprobe_error": None if msprobe else "python cannot import msprobe here"}
+    return NodeAnswer(node, "ok", value, returned_bytes=100)
+
+
+def test_pairs_on_a_shared_disk_are_compared_once_and_spread():
+    session = Session("addr", [N1, N2], [], None)
+    shared = [_pair(A, 0), _pair(B, 0), _pair(C, 1)]
+    merged = merge(session, {N1.node_id: _scan(N1, shared, problems=["same"]),
+                             N2.node_id: _scan(N2, shared, problems=["same", "only here"])})
+    assert [p.request_id for p in merged.pairs] == [A, B, C]
+    assert merged.holders == [[N1.node_id, N2.node_id]] * 3
+    assert assign(merged.holders, {N1.node_id, N2.node_id}) == [N1.node_id, N2.node_id, N1.node_id]
+    assert merged.problems == ["same", f"on node {N2.label}: only here"]
+
+
+def test_split_pairs_dead_and_failing_nodes_are_problems():
+    session = Session("addr", [N1, N2, N3], [NodeInfo("4" * 56, "h4", None)], None)
+    train_only = {"request_id": X, "side": "train", "why": "not in any single-request prefill of a dispatch_log.jsonl"}
+    infer_only = {"request_id": X, "side": "infer", "why": "not in any single-request update_actor_log.jsonl record"}
+    decode = {"request_id": B, "side": "infer", "why": "inference step 3 (pid 1, rank 0) is a decode step"}
+    merged = merge(session, {N1.node_id: _scan(N1, [_pair(A, 0)], [train_only, decode]),
+                             N2.node_id: _scan(N2, [_pair(C, 1)], [infer_only], msprobe=None),
+                             N3.node_id: NodeAnswer(N3, "timeout", error="no answer within 5 s")})
+    assert merged.unpaired == [{**decode, "nodes": [N1.node_id]}]
+    assert any(X in p and N1.label in p and N2.label in p and "not compared" in p for p in merged.problems)
+    assert any(N3.label in p and "no answer within 5 s" in p for p in merged.problems)
+    assert any("4" * 12 in p and "dead" in p for p in merged.problems)
+    assert merged.nodes[N2.node_id]["status"] == "error" and "msprobe" in merged.nodes[N2.node_id]["error"]
+    assert assign(merged.holders, {N1.node_id}) == [N1.node_id, None]  # C's only holder cannot compare
