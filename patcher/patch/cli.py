@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence
 import click
 
 from rlpatch import registry
-from rlpatch.cluster.options import ray_options
+from rlpatch.cluster.api import ray_options
 from rlpatch.errors import EXIT_OK, EXIT_REFUSED, InputError, RefusedError
 from rlpatch.patch import api, transaction
 from rlpatch.patch.engine import Change, RuleReport, Session, set_state
@@ -96,7 +96,7 @@ def on_cluster(options: dict[str, Any]) -> int | None:
     """With `--ray ADDRESS`, the command runs on every node of the cluster (the cluster wing does it)."""
     if not options.get("ray"):
         return None
-    from rlpatch.cluster.driver import run_on_cluster  # imports ray: only with --ray
+    from rlpatch.cluster.api import run_on_cluster  # imports ray when called: only with --ray
 
     return run_on_cluster(click.get_current_context())
 
