@@ -16,16 +16,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlpatch.cluster.driver import (
-    cluster_nodes,
-    connected,
-    import_ray,
-    merged_runtime_env,
-    parse_runtime_env,
-    staged_package,
-    task_error,
-)
-
 
 @dataclass(frozen=True)
 class NodeInfo:
@@ -100,6 +90,8 @@ class Session:
         try:
             answer = self.ray.get(ref)
         except Exception as err:  # noqa: BLE001 - a task error (or a node that died) is this node's answer
+            from rlpatch.cluster.driver import task_error
+
             return NodeAnswer(node, "error", error=task_error(err))
         identity = answer["identity"]
         if identity.get("node_id") != node.node_id:  # cannot happen with soft=False; said if it ever does
@@ -112,6 +104,16 @@ class Session:
 @contextmanager
 def open_session(address: str, runtime_env_json: str | None = None) -> Iterator[Session]:
     """Connect to the cluster at `address` with rlpatch shipped to its nodes; disconnect on the way out."""
+    # The driver (and ray) load only when a session opens: other wings import this module's types.
+    from rlpatch.cluster.driver import (
+        cluster_nodes,
+        connected,
+        import_ray,
+        merged_runtime_env,
+        parse_runtime_env,
+        staged_package,
+    )
+
     user_env = parse_runtime_env(runtime_env_json)
     ray = import_ray()
     with staged_package() as package, connected(ray, address, merged_runtime_env(user_env, package)) as gcs:
