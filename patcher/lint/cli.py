@@ -16,6 +16,7 @@ import click
 from rlpatch.errors import InputError
 from rlpatch.lint.config import find_config
 from rlpatch.lint.rule import LintOptions
+from rlpatch.shell import env_assignments
 from rlpatch.shell.model import MODES
 from rlpatch.upstream.versions import Version
 
@@ -52,15 +53,9 @@ def _split(values: tuple[str, ...] | list[str] | str | None) -> list[str] | None
 
 
 def _env_pairs(pairs: Any, where: str) -> dict[str, str]:
-    if isinstance(pairs, dict):
+    if isinstance(pairs, dict):  # [tool.rlpatch] env = {K = "V"}
         return {str(k): str(v) for k, v in pairs.items()}
-    env = {}
-    for pair in pairs or ():
-        name, eq, value = str(pair).partition("=")
-        if not eq or not name:
-            raise InputError(f"{where}: expected KEY=VALUE, got {pair!r}")
-        env[name] = value
-    return env
+    return env_assignments(pairs or (), where)
 
 
 def _version(text: str | None, where: str) -> Version | None:
