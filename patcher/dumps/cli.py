@@ -139,6 +139,8 @@ def compare_cmd(train: str, infer: str, backend: str, out: str, python: str | No
     if report is not None:
         if not os.path.isdir(os.path.dirname(os.path.abspath(report))):
             raise InputError(f"{report}: its directory does not exist")
+        if os.path.lexists(report) and not os.path.isfile(report):  # checked before any compare runs
+            raise InputError(f"{report}: not a regular file (--report names the HTML file to write)")
         from rlpatch.dumps.report import check_plotting
 
         check_plotting()  # before any compare runs: a missing library must not cost a whole run
