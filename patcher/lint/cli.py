@@ -147,7 +147,7 @@ def _groups(files: tuple[str, ...], no_config: bool) -> list[tuple[dict[str, Any
 
 
 @click.command("lint", cls=ExtraArgsCommand)
-@click.argument("files", nargs=-1, required=True)
+@click.argument("files", nargs=-1)
 @click.option("--format", "fmt", type=click.Choice(["concise", "full", "json", "github", "sarif"]), default="concise",
               show_default=True)
 @click.option("--select", multiple=True, help="Rule codes or prefixes to run (comma separated; default ALL).")
@@ -168,11 +168,17 @@ def lint_cmd(ctx: click.Context, files: tuple[str, ...], fmt: str, select, ignor
              no_config) -> int:
     """Lint verl launch scripts (FILES, or - for stdin) without running them.
 
-    Extra Hydra overrides after `--` are passed to the script as "$@".
+    A directory is linted recursively (its *.sh files; hidden folders, node_modules, __pycache__ and
+    virtualenvs skipped); without FILES, the current directory. Extra Hydra overrides after `--` are
+    passed to the script as "$@".
     """
     from rlpatch.lint.engine import FileResult, LintTask, default_jobs, exit_code, lint_paths, select_rules
     from rlpatch.lint.report import REPORTERS
+    from rlpatch.lint.scope import expand_paths
 
+    files = tuple(expand_paths(files or (".",)))
+    if not files:  # as ruff: a warning, not an error (an empty tree is clean)
+        click.echo("rlpatch lint: warning: no *.sh files found", err=True)
     extra = ctx.meta.get("rlpatch.extra", [])
     stdin, stdin_error = None, None
     if "-" in files:
