@@ -50,3 +50,53 @@ def test_an_explicit_file_is_linted_whatever_its_name_and_once(tree: Path) -> No
 
 def test_a_directory_without_scripts_warns_and_passes(tmp_path: Path) -> None:
     assert rlpatch("lint", str(tmp_path)) == (0, "All checks passed.\n", "rlpatch lint: warning: no *.sh files found\n")
+
+
+# ---- item 9: severity filter, statistics, output file, settings ---------------------------------------
+WARNING = "python3 -m verl.trainer.main_ppo \\\n    # comment\n    trainer.nnodes=1 x=$UNSET\n"
+
+
+@pytest.fixture
+def mixed(tmp_path: Path) -> Path:
+    (tmp_path / "w.sh").write_text(WARNING)
+    (tmp_path / "i.sh").write_text(UNKNOWN.replace("\n", " y=$OTHER\n"))
+    return tmp_path
+
+
+def test_severity_hides_and_does_not_count_lower_findings(mixed: Path) -> None:
+    _, everything, _ = rlpatch("lint", cwd=mixed)
+    assert "[I]" in everything and "[W]" in everything
+    code, out, _ = rlpatch("lint", "--severity", "warning", "--fail-on", "I", cwd=mixed)
+    assert code == 1 and "[I]" not in out and "[W]" in out and out.endswith("Found 1 finding.\n")
+    assert rlpatch("lint", "-S", "error", cwd=mixed)[1] == "All checks passed.\n"
+
+
+def test_statistics_counts_per_rule(mixed: Path) -> None:
+    code, out, _ = rlpatch("lint", "--statistics", cwd=mixed)
+    lines = out.splitlines()
+    assert code == 0 and lines[0].startswith("2\tRL002\t[I] ") and lines[-1] == "Found 3 findings."
+    code, out, _ = rlpatch("lint", "--statistics", "--format", "json", cwd=mixed)
+    assert [(row["code"], row["count"]) for row in __import__("json").loads(out)][0] == ("RL002", 2)
+    assert rlpatch("lint", "--statistics", "--format", "sarif", cwd=mixed)[0] == 2
+
+
+def test_output_file_gets_the_report_and_refuses_inputs_devices_and_folders(mixed: Path) -> None:
+    code, out, err = rlpatch("lint", "-o", "report.txt", cwd=mixed)
+    assert (code, out, err) == (0, "", "") and (mixed / "report.txt").read_text().endswith("Found 3 findings.\n")
+    (mixed / "folder").mkdir()
+    for target, why in [("w.sh", "is the input w.sh"), ("/dev/null", "not a regular file"),
+                        ("folder", "is a directory"), ("nowhere/r.txt", "no folder nowhere")]:
+        code, out, err = rlpatch("lint", "--output-file", target, cwd=mixed)
+        assert code == 2 and out == "" and err.startswith(f"rlpatch: error: --output-file {target}: {why}"), err
+        assert err.count("\n") == 1
+    assert (mixed / "w.sh").read_text() == WARNING
+
+
+def test_show_settings_prints_the_resolved_settings_and_exits_0(mixed: Path) -> None:
+    (mixed / "pyproject.toml").write_text('[tool.rlpatch]\nignore = ["RL002"]\nfail-on = "W"\n')
+    code, out, _ = rlpatch("lint", "--show-settings", "--mode", "consistency", "--env", "A=1", cwd=mixed)
+    settings = dict(line.split(": ", 1) for line in out.splitlines())
+    assert code == 0
+    assert settings["config file"] == str(mixed / "pyproject.toml") and settings["ignore"] == "RL002"
+    assert (settings["fail-on"], settings["mode"], settings["env"], settings["files"]) == ("warning", "consistency",
+                                                                                        "A=1", "2")
