@@ -100,3 +100,38 @@ def test_show_settings_prints_the_resolved_settings_and_exits_0(mixed: Path) -> 
     assert settings["config file"] == str(mixed / "pyproject.toml") and settings["ignore"] == "RL002"
     assert (settings["fail-on"], settings["mode"], settings["env"], settings["files"]) == ("warning", "consistency",
                                                                                         "A=1", "2")
+
+
+# ---- item 12: rule / rules, detect ---------------------------------------------------------------------
+def test_rule_and_rules_point_at_each_other() -> None:
+    _, rule_help, _ = rlpatch("rule", "--help")
+    _, rules_help, _ = rlpatch("rules", "--help")
+    assert "LINT rules" in rule_help and "rlpatch rules" in rule_help
+    assert "PATCH rules" in rules_help and "rlpatch rule" in rules_help
+    assert rlpatch("rules", "rl101") == (2, "", "rlpatch: error: RL101 is a lint rule: rlpatch rule RL101\n")
+    code, out, _ = rlpatch("rules", "verl-engine-fsdp")
+    assert code == 0 and out.startswith("verl-engine-fsdp  [verl;") and out.count("\n    runs under") == 1
+    code, out, _ = rlpatch("rule", "verl-engine-fsdp")
+    assert code == 0 and "What it patches" in out
+    assert rlpatch("rules", "nope")[0] == 2
+
+
+LAUNCHERS = ('ARGS="trainer.nnodes=1 actor_rollout_ref.rollout.tensor_model_parallel_size=2"\n'
+             'if [ "$USE_TORCHRUN" = 1 ]; then\n  torchrun -m verl.trainer.main_ppo $ARGS\n'
+             'else\n  python3 -m verl.trainer.main_ppo $ARGS\nfi\n')
+
+
+def test_detect_shows_a_run_reached_by_two_launchers_once(tmp_path: Path) -> None:
+    (tmp_path / "two.sh").write_text(LAUNCHERS)
+    code, out, _ = rlpatch("detect", "two.sh", cwd=tmp_path)
+    assert code == 0 and out.count("two.sh: verl.trainer.main_ppo") == 1 and "another launch" not in out
+    code, out, _ = rlpatch("detect", "--format", "json", "two.sh", cwd=tmp_path)
+    assert code == 0 and "other_launches" not in out
+
+
+def test_detect_uses_python_and_has_no_rollout_root_options(tmp_path: Path) -> None:
+    (tmp_path / "two.sh").write_text(LAUNCHERS)
+    assert rlpatch("detect", "--sglang-root", ".", "two.sh", cwd=tmp_path)[0] == 2
+    assert rlpatch("detect", "--vllm-ascend-root", ".", "two.sh", cwd=tmp_path)[0] == 2
+    code, out, err = rlpatch("detect", "--python", sys.executable, "two.sh", cwd=tmp_path)
+    assert code == 2 and out == "" and err.startswith(f"rlpatch: error: --python {sys.executable}: no verl installed")

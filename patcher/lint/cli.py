@@ -106,21 +106,31 @@ def build_options(cli: dict[str, Any], config: dict[str, Any], extra: list[str])
     return options
 
 
-def _common(function):
+ROLLOUT_ROOTS = ("--sglang-root", "--vllm-ascend-root")
+
+
+def _common(function, rollout_roots: bool = True):
     options = [
-        click.option("--mode", type=click.Choice(MODES), help="Force the dump mode instead of detecting it."),
-        click.option("--env", "env", multiple=True, metavar="KEY=VAL", help="Environment the script starts with."),
-        click.option("--use-env", is_flag=True, help="Start from this process's environment."),
-        click.option("--verl-root", type=click.Path(), help="A verl tree: its version picks version-dependent keys."),
-        click.option("--verl-version", metavar="X.Y.Z", help="The verl version that will run (default: newest)."),
-        click.option("--config-root", type=click.Path(), help="Resolve config.json paths against this directory."),
-        click.option("--python", "python", metavar="PATH", help="The interpreter that will run verl (versions, config)."),
-        click.option("--sglang-root", type=click.Path(), help="An SGLang tree (RL6xx versions)."),
-        click.option("--vllm-ascend-root", type=click.Path(), help="A vLLM-Ascend tree (RL6xx versions)."),
-        click.option("--no-config", is_flag=True, help="Ignore [tool.rlpatch] in pyproject.toml."),
+        ("--mode", click.option("--mode", type=click.Choice(MODES), help="Force the dump mode instead of detecting it.")),
+        ("--env", click.option("--env", "env", multiple=True, metavar="KEY=VAL", help="Environment the script starts with.")),
+        ("--use-env", click.option("--use-env", is_flag=True, help="Start from this process's environment.")),
+        ("--verl-root", click.option("--verl-root", type=click.Path(),
+                                     help="A verl tree: its version picks version-dependent keys.")),
+        ("--verl-version", click.option("--verl-version", metavar="X.Y.Z",
+                                        help="The verl version that will run (default: newest).")),
+        ("--config-root", click.option("--config-root", type=click.Path(),
+                                       help="Resolve config.json paths against this directory.")),
+        ("--python", click.option("--python", "python", metavar="PATH",
+                                  help="The interpreter that will run verl (versions, config).")),
+        ("--sglang-root", click.option("--sglang-root", type=click.Path(), help="An SGLang tree (RL6xx versions).")),
+        ("--vllm-ascend-root", click.option("--vllm-ascend-root", type=click.Path(),
+                                            help="A vLLM-Ascend tree (RL6xx versions).")),
+        ("--no-config", click.option("--no-config", is_flag=True, help="Ignore [tool.rlpatch] in pyproject.toml.")),
     ]
-    for option in reversed(options):
-        function = option(function)
+    for name, option in reversed(options):
+        # Only the RL6xx lint rules read the rollout trees: detect, which shows no rollout version, has no such option.
+        if rollout_roots or name not in ROLLOUT_ROOTS:
+            function = option(function)
     return function
 
 
@@ -238,6 +248,16 @@ def lint_cmd(ctx: click.Context, files: tuple[str, ...], fmt: str, select, ignor
     return exit_code(results, fail or "error", zero)
 
 
+def _version_of_python(options: LintOptions) -> None:
+    """`detect --python`: the run is described for the verl that interpreter imports."""
+    from rlpatch.lint.versions_family import installed
+
+    found = installed(options, "verl")
+    if found.version is None:
+        raise InputError(f"--python {options.extra['python']}: no verl installed for that interpreter")
+    options.verl_version = found.version
+
+
 def _write(text: str, output_file: str | None) -> None:
     if output_file is None:
         sys.stdout.write(text)
@@ -298,10 +318,10 @@ def _config_path(paths: list[str]) -> str:
 @click.command("detect", cls=ExtraArgsCommand)
 @click.argument("files", nargs=-1, required=True)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@_common
+@lambda function: _common(function, rollout_roots=False)
 @click.pass_context
 def detect_cmd(ctx: click.Context, files: tuple[str, ...], fmt: str, mode, env, use_env, verl_root, verl_version,
-               config_root, python, sglang_root, vllm_ascend_root, no_config) -> int:
+               config_root, python, no_config) -> int:
     """Print what each launch script will run: mode, backends, world size, sizes, env, unknowns."""
     import json
 
@@ -310,10 +330,12 @@ def detect_cmd(ctx: click.Context, files: tuple[str, ...], fmt: str, mode, env, 
     extra = ctx.meta.get("rlpatch.extra", [])
     stdin = read_stdin() if "-" in files else None
     cli = dict(mode=mode, env=env, use_env=use_env, verl_root=verl_root, verl_version=verl_version,
-               config_root=config_root)
+               config_root=config_root, python=python)
     objects, failed = [], False
     for table, paths in _groups(files, no_config):
         options = build_options(cli, table, extra)
+        if options.extra.get("python") and not options.verl_root and not verl_version:
+            _version_of_python(options)
         for path in paths:
             described = describe_file(path, options, stdin)
             if described is None:
