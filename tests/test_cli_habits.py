@@ -135,3 +135,23 @@ def test_detect_uses_python_and_has_no_rollout_root_options(tmp_path: Path) -> N
     assert rlpatch("detect", "--vllm-ascend-root", ".", "two.sh", cwd=tmp_path)[0] == 2
     code, out, err = rlpatch("detect", "--python", sys.executable, "two.sh", cwd=tmp_path)
     assert code == 2 and out == "" and err.startswith(f"rlpatch: error: --python {sys.executable}: no verl installed")
+
+
+def test_color_always_never_and_no_color(tree: Path) -> None:
+    from rlpatch.lint.report import use_color
+
+    _, coloured, _ = rlpatch("lint", "--color", "always", "a.sh", cwd=tree)
+    assert coloured.startswith("\x1b[1ma.sh:1:53:\x1b[0m \x1b[36m\x1b[1mRL002 [I]\x1b[0m ")
+    _, full, _ = rlpatch("lint", "--color", "always", "--format", "full", "a.sh", cwd=tree)
+    assert full.startswith("\x1b[1ma.sh:")
+    assert "\x1b" not in rlpatch("lint", "a.sh", cwd=tree)[1]  # auto, not a terminal
+    assert "\x1b" not in rlpatch("lint", "--color", "never", "a.sh", cwd=tree)[1]
+    assert "\x1b" not in rlpatch("lint", "--color", "always", "--format", "json", "a.sh", cwd=tree)[1]
+    assert use_color("auto", True, {}) and not use_color("auto", True, {"NO_COLOR": "1"})
+    assert use_color("always", False, {"NO_COLOR": "1"}) and not use_color("never", True, {})
+    assert not use_color("auto", True, {"NO_COLOR": "1"})
+
+
+def test_completion_script_is_offered() -> None:
+    code, out, _ = rlpatch("", env={"_RLPATCH_COMPLETE": "bash_source"})
+    assert code == 0 and "_rlpatch_completion" in out

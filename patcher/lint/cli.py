@@ -172,6 +172,8 @@ def _groups(files: tuple[str, ...], no_config: bool) -> list[tuple[dict[str, Any
               help="Write the report to FILE (a regular file, never an input) instead of stdout.")
 @click.option("--show-settings", is_flag=True,
               help="Print the resolved settings (selection, fail-on, mode, versions, config file) and exit 0.")
+@click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True,
+              help="Colour the concise and full formats (auto: on a terminal, unless NO_COLOR is set).")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even with findings (input errors still exit 2).")
 @click.option("--allow-level", multiple=True, help="msprobe levels accepted besides mix (RL109).")
 @click.option("--skip-non-verl", is_flag=True,
@@ -182,7 +184,7 @@ def _groups(files: tuple[str, ...], no_config: bool) -> list[tuple[dict[str, Any
 @_common
 @click.pass_context
 def lint_cmd(ctx: click.Context, files: tuple[str, ...], fmt: str, select, ignore, fail_on, severity, statistics,
-             output_file, show_settings, exit_zero, allow_level, skip_non_verl, jobs, mode, env, use_env, verl_root,
+             output_file, show_settings, color, exit_zero, allow_level, skip_non_verl, jobs, mode, env, use_env, verl_root,
              verl_version, config_root, python, sglang_root, vllm_ascend_root, no_config) -> int:
     """Lint verl launch scripts (FILES, or - for stdin) without running them.
 
@@ -191,7 +193,7 @@ def lint_cmd(ctx: click.Context, files: tuple[str, ...], fmt: str, select, ignor
     passed to the script as "$@".
     """
     from rlpatch.lint.engine import FileResult, LintTask, default_jobs, exit_code, lint_paths, select_rules
-    from rlpatch.lint.report import REPORTERS, keep_severity, report_statistics
+    from rlpatch.lint.report import REPORTERS, keep_severity, report_concise, report_full, report_statistics, use_color
     from rlpatch.lint.scope import check_output_file, expand_paths
 
     files = tuple(expand_paths(files or (".",)))
@@ -242,6 +244,9 @@ def lint_cmd(ctx: click.Context, files: tuple[str, ...], fmt: str, select, ignor
     report = io.StringIO()
     if statistics:
         report_statistics(results, report, fmt == "json")
+    elif fmt in ("concise", "full"):
+        text_reporter = report_concise if fmt == "concise" else report_full
+        text_reporter(results, report, use_color(color, output_file is None and sys.stdout.isatty()))
     else:
         REPORTERS[fmt](results, report)
     _write(report.getvalue(), output_file)

@@ -45,18 +45,42 @@ def _findings(results: list[FileResult]) -> list[Finding]:
     return [finding for result in results for finding in result.findings]
 
 
-def report_concise(results: list[FileResult], out: TextIO) -> None:
+# ANSI colours of the text formats (`--color`): the place bold, the code in its severity's colour.
+_SEVERITY_COLOUR = {"error": "red", "warning": "yellow", "info": "cyan"}
+
+
+def _headline(f: Finding, color: bool) -> str:
+    place = f"{f.span.file}:{f.span.line}:{f.span.column}:"
+    code = f"{f.code} [{SEVERITY_LETTER[f.severity]}]"
+    if color:
+        import click
+
+        place = click.style(place, bold=True)
+        code = click.style(code, fg=_SEVERITY_COLOUR[f.severity], bold=True)
+    return f"{place} {code} {f.message}\n"
+
+
+def use_color(choice: str, to_terminal: bool, environ: dict[str, str] | None = None) -> bool:
+    """`--color auto|always|never`: auto colours a terminal unless NO_COLOR is set (no-color.org);
+    the option given on the command line wins over NO_COLOR."""
+    if choice != "auto":
+        return choice == "always"
+    environ = os.environ if environ is None else environ
+    return to_terminal and not environ.get("NO_COLOR")
+
+
+def report_concise(results: list[FileResult], out: TextIO, color: bool = False) -> None:
     findings = _findings(results)
     for f in findings:
-        out.write(f"{f.span.file}:{f.span.line}:{f.span.column}: {f.code} [{SEVERITY_LETTER[f.severity]}] {f.message}\n")
+        out.write(_headline(f, color))
     _summary(results, out)
 
 
-def report_full(results: list[FileResult], out: TextIO) -> None:
+def report_full(results: list[FileResult], out: TextIO, color: bool = False) -> None:
     findings = _findings(results)
     lines_cache: dict[str, list[str]] = {}
     for f in findings:
-        out.write(f"{f.span.file}:{f.span.line}:{f.span.column}: {f.code} [{SEVERITY_LETTER[f.severity]}] {f.message}\n")
+        out.write(_headline(f, color))
         text = _line(lines_cache, f.span.file, f.span.line)
         if text is not None:
             width = max(1, (f.span.end_column - f.span.column) if f.span.end_line == f.span.line else len(text) - f.span.column + 1)
