@@ -23,7 +23,7 @@ from rlpatch.errors import EXIT_USAGE, InputError, RlpatchError
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "apply": ("rlpatch.patch.cli", "apply_cmd", "Apply the selected patch rules to the target trees."),
     "verify": ("rlpatch.patch.cli", "verify_cmd", "Check structurally that the patches are in place."),
-    "status": ("rlpatch.patch.cli", "status_cmd", "Like verify, but always exit 0."),
+    "status": ("rlpatch.patch.cli", "status_cmd", "Like verify, but exit 0 whatever the rule states."),
     "revert": ("rlpatch.patch.cli", "revert_cmd", "Restore every patched file byte for byte."),
     "diff": ("rlpatch.patch.cli", "diff_cmd", "Print the unified diff apply would write; write nothing."),
     "rules": ("rlpatch.patch.cli", "rules_cmd", "List the patch rules (apply/verify/revert); lint rules: `rule`."),

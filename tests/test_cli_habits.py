@@ -155,3 +155,10 @@ def test_color_always_never_and_no_color(tree: Path) -> None:
 def test_completion_script_is_offered() -> None:
     code, out, _ = rlpatch("", env={"_RLPATCH_COMPLETE": "bash_source"})
     assert code == 0 and "_rlpatch_completion" in out
+
+
+def test_dumps_check_lists_the_expected_ranks() -> None:
+    from rlpatch.dumps.cli import rank_list
+
+    assert rank_list([0]) == "0" and rank_list([0, 1]) == "0, 1"
+    assert rank_list([0, 1, 2, 3, 5, 7, 8, 9]) == "0-3, 5, 7-9" and rank_list([]) == ""

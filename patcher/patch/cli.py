@@ -318,7 +318,8 @@ def verify_cmd(**options: Any) -> int:
 @format_option
 @ray_options
 def status_cmd(**options: Any) -> int:
-    """Report the state of every selected rule; always exit 0."""
+    """Report the state of every selected rule. Exit 0 whatever the states (verify exits 1 on one not
+    applied); 2 on bad input (no tree, unknown rule); with --ray, 1 when a node cannot answer."""
     return _verify(options, always_zero=True)
 
 
