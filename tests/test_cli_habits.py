@@ -162,3 +162,11 @@ def test_dumps_check_lists_the_expected_ranks() -> None:
 
     assert rank_list([0]) == "0" and rank_list([0, 1]) == "0, 1"
     assert rank_list([0, 1, 2, 3, 5, 7, 8, 9]) == "0-3, 5, 7-9" and rank_list([]) == ""
+
+
+def test_rl002_shows_a_list_value_with_its_known_text(tmp_path: Path) -> None:
+    (tmp_path / "arr.sh").write_text("A=$HOME\npython3 -m verl.trainer.main_ppo trainer.nnodes=1 "
+                                     "trainer.default_local_dir=\"['$A', '$HOME']\" x=$(nproc)\n")
+    _, out, _ = rlpatch("lint", "arr.sh", cwd=tmp_path)
+    assert "cannot be known statically: trainer.default_local_dir=['$HOME', '$HOME']" in out
+    assert "cannot be known statically: x=$(nproc)" in out
