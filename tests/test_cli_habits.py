@@ -170,3 +170,16 @@ def test_rl002_shows_a_list_value_with_its_known_text(tmp_path: Path) -> None:
     _, out, _ = rlpatch("lint", "arr.sh", cwd=tmp_path)
     assert "cannot be known statically: trainer.default_local_dir=['$HOME', '$HOME']" in out
     assert "cannot be known statically: x=$(nproc)" in out
+
+
+def test_one_finding_per_place_with_the_related_notes_of_every_path() -> None:
+    from rlpatch.lint.engine import merge_paths
+    from rlpatch.lint.rule import Finding
+    from rlpatch.shell.source import Span
+
+    at, used_a, used_b = Span("w.sh", 3, 5, 3, 9), Span("run.sh", 7, 1, 7, 4), Span("run.sh", 9, 1, 9, 4)
+    findings = {Finding("RL101", "error", "must be True", at, (used_a,)),
+                Finding("RL101", "error", "must be True", at, (used_b,)),
+                Finding("RL101", "error", "must be True", at, (used_a,))}
+    [merged] = merge_paths(findings)
+    assert merged.span == at and set(merged.related) == {used_a, used_b} and len(merged.related) == 2
