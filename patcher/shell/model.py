@@ -19,7 +19,7 @@ from typing import Literal
 from rlpatch.shell import Arg, Launch, Span, Unknown
 from rlpatch.shell.defaults import ACTOR, AR, DEFAULTS, REF, ROLLOUT, Ref, ulysses_keys
 from rlpatch.shell.overrides import Override, parse_override, unquote
-from rlpatch.shell.pieces import unknown_descs, word_text
+from rlpatch.shell.pieces import unknown_descs, unknown_value, word_text
 from rlpatch.upstream.versions import Version
 
 Mode = Literal["training", "inference", "consistency", "none"]
@@ -183,7 +183,7 @@ class Run:
                 if override is not None:
                     run.overrides.append(override)
                     if not override.value_known:
-                        run.unknown.append(Unknown(f"{override.key}={_unknown_value(arg.word)}", override.value_span))
+                        run.unknown.append(Unknown(f"{override.key}={unknown_value(arg.word)}", override.value_span))
                 elif text is None:
                     run.unknown.append(Unknown(f"argument {' '.join(unknown_descs(arg.word))}", arg.span))
             index += 1
@@ -467,18 +467,6 @@ class Run:
             "unknown": [{"what": u.what, "file": u.span.file, "line": u.span.line, "column": u.span.column}
                         for u in self.unknown],
         }
-
-
-def _unknown_value(word) -> str:
-    """An override value with unknown pieces, as RL002 shows it: the unknown source text (`$(nproc)`);
-    with several unknown pieces, the value with its known text between them (`['$HOME', '$HOME']`,
-    not `$HOME$HOME`)."""
-    descs = unknown_descs(word)
-    if len(descs) < 2:
-        return "".join(descs) or "?"
-    shown = "".join(piece.desc if not piece.known else (piece.text or "") for piece in word)
-    value = shown.split("=", 1)[1] if "=" in shown else shown
-    return value if len(value) <= 200 else value[:197] + "..."
 
 
 def _config_option(text: str | None) -> tuple[str, str | None] | None:
