@@ -34,6 +34,21 @@ def dumps_group() -> None:
     """After the run: check the msprobe output, pair training with inference dumps, compare them."""
 
 
+def rank_list(ranks: list[int]) -> str:
+    """Ranks as `dumps check` prints them, runs of three or more folded: `0-7, 9`."""
+    parts: list[str] = []
+    values = sorted(set(ranks))
+    start = 0
+    while start < len(values):
+        end = start
+        while end + 1 < len(values) and values[end + 1] == values[end] + 1:
+            end += 1
+        run = values[start:end + 1]
+        parts.append(f"{run[0]}-{run[-1]}" if len(run) >= 3 else ", ".join(map(str, run)))
+        start = end + 1
+    return ", ".join(parts)
+
+
 @dumps_group.command("check")
 @click.argument("directory")
 @click.option("--mode", type=click.Choice(["training", "inference", "consistency"]),
@@ -50,8 +65,8 @@ def check_cmd(directory: str, mode: str | None, script: str | None, fmt: str) ->
     lines = [f"{directory}: mode {report['mode']}"]
     for step in report["steps"]:
         where = f"step {step['step']}" + (f" {step['stage']}" if step["stage"] else "")
-        ranks = ", ".join(map(str, step["ranks"])) or "none"
-        expected = f" (expected {len(step['expected_ranks'])})" if step["expected_ranks"] else ""
+        ranks = rank_list(step["ranks"]) or "none"
+        expected = f" (expected {rank_list(step['expected_ranks'])})" if step["expected_ranks"] else ""
         lines.append(f"  {where}: ranks {ranks}{expected}")
         lines.extend(f"    problem: {problem}" for problem in step["problems"])
     lines.extend(f"  problem: {problem}" for problem in report["problems"])

@@ -318,7 +318,8 @@ def verify_cmd(**options: Any) -> int:
 @format_option
 @ray_options
 def status_cmd(**options: Any) -> int:
-    """Report the state of every selected rule; always exit 0."""
+    """Report the state of every selected rule. Exit 0 whatever the states (verify exits 1 on one not
+    applied); 2 on bad input (no tree, unknown rule); with --ray, 1 when a node cannot answer."""
     return _verify(options, always_zero=True)
 
 
@@ -439,9 +440,19 @@ def patch_rule_documentation(rule_id: str) -> str | None:
 
 
 @click.command("rules")
+@click.argument("rule_id", required=False, metavar="[ID]")
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def rules_cmd(output_format: str) -> int:
-    """List the patch rules: id, package, modes, target files, versions, the trainer that runs them, summary."""
+def rules_cmd(rule_id: str | None, output_format: str) -> int:
+    """List the PATCH rules (what apply/verify/revert change in verl, SGLang, vLLM-Ascend): id, package,
+    modes, target files, versions, the trainer that runs them, summary; with ID, that rule only.
+
+    The lint rules (RLxxx) are listed by `rlpatch rule`; `rlpatch rule ID` shows any rule's page.
+    """
+    known = [rule.id for rule in registry.patch_rules()]
+    if rule_id is not None and rule_id not in known:
+        if rule_id.upper() in registry.lint_rule_codes():
+            raise InputError(f"{rule_id.upper()} is a lint rule: rlpatch rule {rule_id.upper()}")
+        raise InputError(f"unknown patch rule: {rule_id} (`rlpatch rules` lists them; lint rules: `rlpatch rule`)")
     rows = [
         {
             "id": rule.id,
@@ -454,6 +465,7 @@ def rules_cmd(output_format: str) -> int:
             "summary": rule.summary(),
         }
         for rule in registry.patch_rules()
+        if rule_id is None or rule.id == rule_id
     ]
     if output_format == "json":
         click.echo(json.dumps(rows, indent=2))
