@@ -132,7 +132,7 @@ def keyword_argument(anchor: cst.BaseStatement, keyword: str) -> cst.Arg:
     Raises ValueError otherwise: rules call this while locating, to refuse with an AnchorError.
     """
     if not isinstance(anchor, cst.SimpleStatementLine):
-        raise ValueError(f"the statement holding {keyword}= is not a simple statement")  # noqa: TRY004
+        raise ValueError(f"the statement holding {keyword}= is not a simple statement")
     finder = _KeywordArguments(keyword)
     anchor.visit(finder)
     if len(finder.found) != 1:

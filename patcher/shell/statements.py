@@ -80,7 +80,7 @@ class Shell(ControlFlow):
             status = self.run_node(node)
         return status
 
-    def run_node(self, node) -> bool | None:  # noqa: C901 - one dispatch table over node types
+    def run_node(self, node) -> bool | None:  # one dispatch table over node types
         self.run.step()
         kind = node.type
         if kind in ("comment", ";", ";;", "&", "\n") or not node.is_named:
