@@ -188,9 +188,9 @@ class Run:
                 elif text is None:
                     run.unknown.append(Unknown(f"argument {' '.join(unknown_descs(arg.word))}", arg.span))
             index += 1
-        for name, value in launch.env.items():
-            run.env[name] = EnvVar(name, word_text(value.first()), value.span or launch.command_span,
-                                   "--env" if value.span and value.span.file == "<env>" else "export")
+        for name, env_value in launch.env.items():
+            run.env[name] = EnvVar(name, word_text(env_value.first()), env_value.span or launch.command_span,
+                                   "--env" if env_value.span and env_value.span.file == "<env>" else "export")
         run._load_config_file()
         return run
 

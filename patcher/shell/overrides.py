@@ -92,7 +92,7 @@ class Override:
 
     def related(self) -> tuple[Span, ...]:
         """Use sites that differ from where the value was written (for findings)."""
-        spans = set()
+        spans: set[Span] = set()
         for piece in self.arg.origins(self._value_start):
             spans.update(piece.chain)
             if piece.via is not None:
@@ -110,7 +110,6 @@ def unquote(text: str) -> str:
 
 def parse_override(arg: Arg) -> Override | None:
     text = arg.text
-    key_text = text
     if text is None:
         # `key=$(...)`: the key is known even when the value is not.
         known = ""
@@ -121,6 +120,8 @@ def parse_override(arg: Arg) -> Override | None:
         if "=" not in known:
             return None
         key_text = known
+    else:
+        key_text = text
     prefix = "~" if key_text.startswith("~") else "++" if key_text.startswith("++") else "+" if key_text.startswith("+") else ""
     body = key_text[len(prefix):]
     key, eq, value = body.partition("=")

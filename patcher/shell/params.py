@@ -10,7 +10,7 @@ default is what runs unless the user gave the environment (`--env`, `--use-env`)
 from __future__ import annotations
 
 import re
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from rlpatch.shell.pieces import (
     MAX_DEPTH,
@@ -18,12 +18,16 @@ from rlpatch.shell.pieces import (
     Fields,
     Piece,
     Scope,
+    Value,
     Word,
     over_limit,
     word_known_prefix_nonempty,
     word_text,
 )
 from rlpatch.shell.source import SourceFile, Span
+
+if TYPE_CHECKING:
+    from rlpatch.shell.words import Expander
 
 # `${X#pattern}` and `${X%pattern}` try every prefix (suffix) length with fnmatch: quadratic in the
 # value's length. On a longer value the result is unknown (a launch script's values are short).
@@ -48,6 +52,13 @@ class ParameterExpansion:
     text: str
     scope: Scope
     depth: int
+
+    if TYPE_CHECKING:  # defined by `Expander` (and `arith_text` by its other mixin, ArithmeticExpansion)
+        def _value(self, name: str) -> Value | None | str: ...
+        def _used(self, word: Word, via: Span) -> Word: ...
+        def _add_word(self, out: Fields, word: Word, quoted: bool, join: bool) -> None: ...
+        def arith_text(self, text: str) -> int | None: ...
+        def _nested(self) -> Expander: ...
 
     def _param(self, start: int, body: int, body_end: int, stop: int, out: Fields, quoted: bool,
                join: bool) -> None:
