@@ -163,6 +163,7 @@ class VerlRequestId(VerlConsistencyRule):
 def _assigned_name(statement: cst.BaseStatement) -> str:
     assert isinstance(statement, cst.SimpleStatementLine)
     small = statement.body[0]
-    target = small.targets[0].target if isinstance(small, cst.Assign) else small.target  # type: ignore[union-attr]
+    assert isinstance(small, (cst.Assign, cst.AnnAssign, cst.AugAssign))
+    target = small.targets[0].target if isinstance(small, cst.Assign) else small.target
     assert isinstance(target, cst.Name)
     return target.value

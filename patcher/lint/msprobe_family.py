@@ -55,6 +55,7 @@ def options_for(reference: Reference, run: Run) -> Options:
     from rlpatch.lint.msprobe_schema import Options
 
     mode = run.mode
+    file_mode: str | None
     if reference.role == "training":
         file_mode = "training"
     elif mode == "consistency":

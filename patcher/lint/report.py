@@ -10,7 +10,7 @@ the invocation unsuccessful.
 from __future__ import annotations
 
 import os
-from typing import Callable, TextIO
+from typing import Any, Callable, TextIO
 
 from rlpatch import __version__
 from rlpatch.errors import RlpatchError
@@ -160,7 +160,7 @@ def sarif_document(results: list[FileResult]) -> dict:
 
     sarif_results = []
     for f in _findings(results):
-        result = {"ruleId": f.code, "level": level[f.severity], "message": {"text": f.message},
+        result: dict[str, Any] = {"ruleId": f.code, "level": level[f.severity], "message": {"text": f.message},
                   "locations": [location(f.span)]}
         if f.code in index:
             result["ruleIndex"] = index[f.code]

@@ -163,7 +163,9 @@ def _argument_is_name(anchor: cst.BaseStatement, hoist: KeywordHoist) -> bool:
 
 def _with_argument(statement: cst.BaseStatement, keyword: str, value: cst.BaseExpression) -> cst.BaseStatement:
     argument = keyword_argument(statement, keyword)
-    return statement.deep_replace(argument, argument.with_changes(value=value))  # type: ignore[return-value]
+    replaced = statement.deep_replace(argument, argument.with_changes(value=value))
+    assert isinstance(replaced, cst.BaseStatement)  # an Arg only if `argument` were the statement itself
+    return replaced
 
 
 def _hoisted_assignment(insertion: Insertion) -> tuple[cst.BaseStatement, ...]:

@@ -182,6 +182,8 @@ def checkout_of(root: str) -> Checkout | None:
         return None
     try:
         repo = git.Repo(root, search_parent_directories=True)
+        if repo.working_tree_dir is None:  # a bare repository
+            return None
         toplevel = Path(repo.working_tree_dir).resolve()
     except Exception:  # noqa: BLE001 - not a usable checkout (bare, broken, unreadable): work on the files alone
         return None

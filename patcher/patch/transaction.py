@@ -151,7 +151,8 @@ class Manifest:
             return cls(root)
         try:
             raw = statefiles.read_json(path)
-            expect(isinstance(raw, dict), "not a JSON object")
+            if not isinstance(raw, dict):
+                raise Damaged("not a JSON object")
             expect(raw.get("format", MANIFEST_FORMAT) == MANIFEST_FORMAT and type(raw.get("format", 1)) is int,
                     f"format {raw.get('format')!r}, this rlpatch reads format {MANIFEST_FORMAT}")
             files = {name: _file_record(name, record) for name, record in statefiles.json_object(raw, "files").items()}
