@@ -57,8 +57,6 @@ class Setting:
     def __eq__(self, other: object) -> bool:
         return self._fields() == other._fields() if isinstance(other, Setting) else NotImplemented
 
-    __hash__ = None  # type: ignore[assignment]
-
     def __repr__(self) -> str:
         return f"Setting({self.describe()!r})"
 
@@ -125,8 +123,6 @@ class EnvVar:
         if not isinstance(other, EnvVar):
             return NotImplemented
         return (self.name, self.text, self.span, self.how) == (other.name, other.text, other.span, other.how)
-
-    __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         return f"EnvVar({self.name!r}, {self.text!r}, {self.how!r})"
@@ -394,7 +390,8 @@ class Run:
             return None, used
         product = 1
         for divisor in divisors:
-            product *= divisor  # type: ignore[operator]
+            assert divisor is not None  # checked above
+            product *= divisor
         return (world // product if world % product == 0 else None), used
 
     def ulysses_setting(self, role: str) -> Setting:

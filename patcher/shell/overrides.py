@@ -39,8 +39,6 @@ class Override:
     def __eq__(self, other: object) -> bool:
         return self._fields() == other._fields() if isinstance(other, Override) else NotImplemented
 
-    __hash__ = None  # type: ignore[assignment]
-
     def __repr__(self) -> str:
         return f"Override({self.text!r})"
 
