@@ -27,10 +27,11 @@ On verl 0.7.x the legacy workers (`trainer.use_legacy_worker_impl`) are RL606's.
 
 from __future__ import annotations
 
+from rlpatch import testing
 from rlpatch.lint import versions_family
 from rlpatch.lint.rule import Case, LintContext, LintRule
 
-_ROOT = versions_family.case_root("verl_trainers")  # 0.9.1: RayPPOTrainer covered, the v1 trainer not
+_ROOT = testing.case_root("verl_trainers")  # 0.9.1: RayPPOTrainer covered, the v1 trainer not
 _RUN = (
     "export DUMP_ON=1 PROMPTS_ONLY=1\n"
     "python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm \\\n"

@@ -114,7 +114,7 @@ def test_the_licence_is_the_apache_text_with_our_notice() -> None:
 # Import name -> the distribution that provides it (declared here or, for antlr4, by hydra-core).
 PROVIDED_BY = {"click": "click", "git": "gitpython", "hydra": "hydra-core", "antlr4": "hydra-core", "libcst": "libcst",
                "matplotlib": "matplotlib", "msprobe": "mindstudio-probe", "omegaconf": "omegaconf",
-               "packaging": "packaging", "ray": "ray", "tomli": "tomli", "tree_sitter": "tree-sitter",
+               "packaging": "packaging", "plotly": "plotly", "ray": "ray", "tomli": "tomli", "tree_sitter": "tree-sitter",
                "tree_sitter_bash": "tree-sitter-bash", "yaml": "pyyaml"}
 
 

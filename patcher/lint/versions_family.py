@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from rlpatch.lint.rule import FIXTURES_ROOT, LintContext, LintOptions, Skipped
+from rlpatch.lint.rule import LintContext, LintOptions, Skipped
 from rlpatch.shell.model import Run, Setting
 from rlpatch.upstream.versions import Version
 
@@ -146,8 +146,3 @@ def _run_verify(package: str, arguments: dict[str, Any]) -> tuple[list[dict[str,
         return [], f"no {package} tree to check", []
     return ([rule for target in targets for rule in target.get("rules", [])], None,
             [entry for target in targets for entry in target.get("trainers", [])])
-
-
-def case_root(name: str) -> str:
-    """A tree of the repository's fixtures (the rule cases run against them)."""
-    return os.path.join(FIXTURES_ROOT, name)
