@@ -7,7 +7,7 @@ is not covered by the patched set on the target verl.
 
 ## Why
 
-A patch only counts if the code it changes runs (spec patches.md section 8). From verl 0.9.0
+A patch only counts if the code it changes runs. From verl 0.9.0
 `trainer.use_v1` defaults to true and `verl.trainer.main_ppo` runs the v1 `PPOTrainer`, not
 `RayPPOTrainer.fit`; the fully-async entry point (`fully_async_main`) runs `FullyAsyncTrainer`
 whatever `trainer.use_v1` says. A tree patched for one trainer and launched with another says

@@ -19,7 +19,7 @@ downstream knows it.
 
 ## Versions
 
-Spec: patches.md section 4 (request id). Three anchor generations, located by structure:
+Three anchor generations, located by structure:
 - 0.7.x `verl/experimental/agent_loop/agent_loop.py`, `AsyncLLMServerManager.generate`,
   `request_id=uuid4().hex`;
 - 0.8.x `verl/workers/rollout/llm_server.py`, `LLMServerClient.generate`, `request_id=uuid4().hex`;

@@ -15,7 +15,7 @@ stores `global_steps` into `final_output.extra_fields`, the patch copies the las
 
 ## Versions
 
-Spec: patches.md section 4 (request id, fully async). The class lives in
+The class lives in
 `verl/experimental/fully_async_policy/fully_async_rollouter.py` in 0.8.x and in
 `verl/workers/rollout/llm_server.py` from 0.9.0; the file without the class gets no edit.
 Anchor: in `FullyAsyncLLMServerClient.generate`, the single

@@ -24,7 +24,7 @@ SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
 
 def finding_dict(finding: Finding) -> dict:
-    """The JSON contract of issue 5 (one object per finding), with the rule page's `url`."""
+    """The stable JSON object of one finding (`--format json`), with the rule page's `url`."""
     span = finding.span
     return {"code": finding.code, "severity": finding.severity, "message": finding.message, "file": span.file,
             "line": span.line, "column": span.column, "end_line": span.end_line, "end_column": span.end_column,

@@ -428,7 +428,7 @@ class Run:
     )
 
     def summary(self) -> dict:
-        """The `rlpatch detect` object for this run (the JSON contract of issue 5)."""
+        """The `rlpatch detect` object for this run (a stable JSON contract: `detect --format json`)."""
         mode, why = self.detected_mode()
         backend, backend_why = self.train_backend_why()
         trainer, trainer_why, _ = self.trainer()
