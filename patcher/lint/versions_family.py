@@ -53,12 +53,14 @@ def _root(options: LintOptions, project: str) -> str | None:
 def _find(options: LintOptions, project: str, roots: dict[str, str | None]) -> Installed:
     from rlpatch.upstream.envprobe import probe, probe_root
 
-    if roots.get(project):
-        return probe_root(project, roots[project])  # type: ignore[arg-type]
+    root = roots.get(project)
+    if root:
+        return probe_root(project, root)
     if project == "mindstudio-probe":
         for neighbour in ("sglang", "vllm-ascend"):
-            if roots.get(neighbour):
-                found = probe_root(project, roots[neighbour])  # type: ignore[arg-type]
+            neighbour_root = roots.get(neighbour)
+            if neighbour_root:
+                found = probe_root(project, neighbour_root)
                 if found.found:
                     return found
     return probe(options.extra.get("python"), (project,))[project]
