@@ -58,7 +58,7 @@ class StepReport:
 def expectation_from_script(path: str, mode: str | None, side: str) -> Expectation:
     """Read `path` with the front end; `side` is "training" or "inference" (which config applies)."""
     source = SourceFile.read(path)
-    runs = [Run.from_launch(launch, source.path, NEWEST_VERL, mode) for launch in evaluate_source(source).launches]  # type: ignore[arg-type]
+    runs = [Run.from_launch(launch, source.path, NEWEST_VERL, mode) for launch in evaluate_source(source).launches]  # type: ignore[arg-type]  # mode is a str holding a Mode
     if not runs:
         raise InputError(f"{path}: no verl launch found in the script")
     run = runs[0]

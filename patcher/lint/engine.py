@@ -138,7 +138,7 @@ def lint_source(source: SourceFile, options: LintOptions, rules: Rules) -> FileR
     """Lint one script already read; raises InputError for an unreadable script."""
     parsed = parse_file(source)
     evaluation = Evaluator(Options(env=dict(options.env), args=list(options.args))).evaluate(source, parsed)
-    runs = [Run.from_launch(launch, source.path, options.verl_version, options.mode)  # type: ignore[arg-type]
+    runs = [Run.from_launch(launch, source.path, options.verl_version, options.mode)  # type: ignore[arg-type]  # LintOptions.mode is a str holding a Mode
             for launch in evaluation.launches]
     if isinstance(rules, RuleSet):
         rules = rules.for_modes(frozenset(run.mode for run in runs))
@@ -313,7 +313,7 @@ def _lint_forked(tasks: list[LintTask], stdin_text: bytes | None, workers: int) 
             except ChildProcessError:
                 pass
         gc.unfreeze()
-    return results  # type: ignore[return-value]
+    return results  # type: ignore[return-value]  # every slot is filled above, or an error was raised
 
 
 def exit_code(results: list[FileResult], fail_on: str, exit_zero: bool) -> int:

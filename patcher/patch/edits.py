@@ -292,10 +292,10 @@ class _BodyRewriter(cst.CSTTransformer):
         return super().on_visit(node)
 
     def leave_IndentedBlock(self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock) -> cst.IndentedBlock:
-        return self._rebuild(original_node, updated_node)  # type: ignore[return-value]
+        return self._rebuild(original_node, updated_node)  # type: ignore[return-value]  # same kind of block as given
 
     def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
-        return self._rebuild(original_node, updated_node)  # type: ignore[return-value]
+        return self._rebuild(original_node, updated_node)  # type: ignore[return-value]  # same kind of block as given
 
 
 def _moved_leading_lines(

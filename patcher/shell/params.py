@@ -162,14 +162,14 @@ class ParameterExpansion:
             elif value is None:
                 state = False
             else:
-                state = True if op[0] != ":" else word_known_prefix_nonempty(value)  # type: ignore[arg-type]
+                state = True if op[0] != ":" else word_known_prefix_nonempty(value)  # type: ignore[arg-type]  # the only str here is "unknown", excluded above
             if state is None:
                 return _unknown(via, whole)
             operand = lambda: self._nested().scalar(operand_start, operand_end)  # noqa: E731
             if op in (":+", "+"):
                 return operand() if state else (Piece("", via),)
             if state:
-                return value  # type: ignore[return-value]
+                return value  # type: ignore[return-value]  # value is a Word here: "unknown" and None are excluded above
             if op in (":?", "?"):
                 return _unknown(via, whole)
             word = operand()
@@ -178,7 +178,7 @@ class ParameterExpansion:
             return word
         if value == "unknown" or value is None:
             return _unknown(via, whole) if value == "unknown" else (Piece("", via),)
-        text = word_text(value)  # type: ignore[arg-type]
+        text = word_text(value)  # type: ignore[arg-type]  # "unknown" and None are excluded above
         if text is None:
             return _unknown(via, whole)
         operand_text = word_text(self._nested().scalar(operand_start, operand_end))

@@ -105,7 +105,7 @@ class Shell(ControlFlow):
         if kind == "unset_command":
             for child in node.named_children:
                 if child.type == "variable_name":
-                    self.variables[self.text(child)] = None  # type: ignore[assignment]
+                    self.variables[self.text(child)] = None  # type: ignore[assignment]  # None marks unset (absent means unknown); the table is typed for readers
             return True
         if kind == "command":
             return self.command(node)
