@@ -23,15 +23,15 @@ from rlpatch.errors import EXIT_USAGE, InputError, RlpatchError
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "apply": ("rlpatch.patch.cli", "apply_cmd", "Apply the selected patch rules to the target trees."),
     "verify": ("rlpatch.patch.cli", "verify_cmd", "Check structurally that the patches are in place."),
-    "status": ("rlpatch.patch.cli", "status_cmd", "Like verify, but always exit 0."),
+    "status": ("rlpatch.patch.cli", "status_cmd", "Like verify, but exit 0 whatever the rule states."),
     "revert": ("rlpatch.patch.cli", "revert_cmd", "Restore every patched file byte for byte."),
     "diff": ("rlpatch.patch.cli", "diff_cmd", "Print the unified diff apply would write; write nothing."),
-    "rules": ("rlpatch.patch.cli", "rules_cmd", "List the rules: id, target files, versions, summary."),
+    "rules": ("rlpatch.patch.cli", "rules_cmd", "List the patch rules (apply/verify/revert); lint rules: `rule`."),
     "lint": ("rlpatch.lint.cli", "lint_cmd", "Lint verl launch scripts without running them."),
     "detect": ("rlpatch.lint.cli", "detect_cmd", "Show what a launch script will run: mode, backends, sizes, env."),
     "dumps": ("rlpatch.dumps.cli", "dumps_group", "After the run: check the dumps, pair training with inference, compare."),
     "gen": ("rlpatch.gen.cli", "gen_cmd", "Write the msprobe collection script and configs for a training script."),
-    "rule": ("rlpatch.cli", "rule_cmd", "Show a lint rule's documentation (why, bad and good examples)."),
+    "rule": ("rlpatch.cli", "rule_cmd", "Lint rules (RLxxx), or any rule's page; patch rules: `rules`."),
     "doctor": ("rlpatch.doctor.cli", "doctor_cmd", "Check the Python that really runs verl: msprobe, versions, patches."),
 }
 
@@ -138,8 +138,12 @@ def capture(argv: list[str]) -> tuple[int, str, str]:
 @click.command("rule")
 @click.argument("code", required=False)
 def rule_cmd(code: str | None) -> int:
-    """Show a rule's page: what it does, why, example, use instead, how to silence, options, references
-    (a patch rule: what it patches, versions, trainer, how to revert); without CODE, list the lint rules."""
+    """Without CODE, list the LINT rules (RLxxx: what `rlpatch lint` checks in launch scripts). With CODE,
+    show that rule's page: what it does, why, example, use instead, how to silence, options, references.
+
+    CODE may also be a patch rule id (listed by `rlpatch rules`): its page says what it patches,
+    versions, trainer, how to revert.
+    """
     # The one command that documents both rule families, so it lives with the entry point; the pages
     # are the linter's (rlpatch.lint.docs), which imports the patch rules (libcst) only for a patch rule id.
     from rlpatch.lint.docs import page_for, render_text

@@ -480,7 +480,7 @@ def test_check_with_script_inference_side_uses_rollout_tp(tmp_path):
 def test_check_text_output(tmp_path):
     dump(tmp_path / "step0" / "rank0")
     result = run_cli("dumps", "check", str(tmp_path))
-    assert result.exit_code == 0 and "step 0: ranks 0 (expected 1)" in result.stdout and "no problem found" in result.stdout
+    assert result.exit_code == 0 and "step 0: ranks 0 (expected 0)" in result.stdout and "no problem found" in result.stdout
 
 
 # ---- bad input: one line naming the path, exit 2, nothing written ----------------------------------

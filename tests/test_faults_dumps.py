@@ -168,3 +168,15 @@ def test_generated_records_never_crash_pairing(tmp_path_factory, value) -> None:
         handle.write(json.dumps(value) + "\n")
     result = run_cli("dumps", "pair", "--train", str(train), "--infer", str(infer), "--format", "json")
     assert result.stderr == "" and result.exit_code in (0, 1), result.stderr
+
+
+def test_report_naming_a_directory_or_device_is_refused_before_any_compare(tmp_path: Path) -> None:
+    """Promise: `--report DIR` (or a device) is a one-line error, exit 2, before any compare runs, and no
+    temporary file is made beside it (the report's folder would be DIR's parent)."""
+    train, infer = _trees(tmp_path, ["a" * 32])
+    for report in (tmp_path, Path("/dev/null")):
+        before = sorted(p.name for p in tmp_path.parent.iterdir())
+        result = run_cli("dumps", "compare", "--train", str(train), "--infer", str(infer), "-o", str(tmp_path / "out"),
+                         "--python", _fake_msprobe(tmp_path), "--report", str(report))
+        assert result.exit_code == 2 and "not a regular file" in result.stderr and result.stdout == ""
+        assert not (tmp_path / "out").exists() and sorted(p.name for p in tmp_path.parent.iterdir()) == before

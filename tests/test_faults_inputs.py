@@ -92,9 +92,11 @@ def char_device(tmp_path: Path) -> Path:
 
 # ---- 7: every input is bounded, whatever its kind ------------------------------------------------------
 def test_non_regular_script_paths_are_one_line_errors_and_the_others_are_linted(tmp_path: Path) -> None:
-    """A FIFO, a device and a directory given as paths: one line each, lint goes on, exit 2, no hang."""
+    """A FIFO and a device given as paths: one line each, lint goes on, exit 2, no hang (a directory is
+    linted recursively since issue 22; a FIFO inside one is a one-line error too)."""
     os.mkfifo(tmp_path / "pipe.sh")
     (tmp_path / "folder.sh").mkdir()
+    os.mkfifo(tmp_path / "folder.sh" / "inner.sh")
     (tmp_path / "good.sh").write_text(LAUNCH.replace("=8", "=3") + "")
     device = char_device(tmp_path)
     proc = rlpatch("lint", "pipe.sh", "/dev/zero", "/dev/null", str(device), "folder.sh", "good.sh", cwd=tmp_path)
@@ -104,7 +106,7 @@ def test_non_regular_script_paths_are_one_line_errors_and_the_others_are_linted(
         "rlpatch: error: /dev/zero: a character device, not a regular file (rlpatch reads only regular files)",
         "rlpatch: error: /dev/null: a character device, not a regular file (rlpatch reads only regular files)",
         f"rlpatch: error: {device}: a character device, not a regular file (rlpatch reads only regular files)",
-        "rlpatch: error: folder.sh: is a directory",
+        "rlpatch: error: folder.sh/inner.sh: a FIFO, not a regular file (rlpatch reads only regular files)",
     ]
     assert "5 files could not be linted" in proc.stdout
 

@@ -45,7 +45,7 @@ def test_a_failed_file_beside_linted_ones(fmt: str, tmp_path: Path) -> None:
     bad.write_text(BAD)
     both_fine = lint(fmt, clean, clean)
     assert both_fine.exit_code == 0 and both_fine.stderr == ""
-    with_failure = lint(fmt, clean, tmp_path)  # a directory is not a script
+    with_failure = lint(fmt, clean, tmp_path / "gone.sh")  # (a directory is linted recursively since issue 22)
     assert with_failure.exit_code == 2 and "passed" not in with_failure.stdout.lower()
     with_findings = lint(fmt, bad, tmp_path / "missing.sh")
     assert with_findings.exit_code == 2

@@ -85,7 +85,7 @@ def test_bad_files_give_one_line_errors_and_the_rest_is_linted(tmp_path: Path) -
     (tmp_path / "binary.sh").write_bytes(b"\x7fELF\x00\x01\x02")
     (tmp_path / "latin1.sh").write_bytes("python3 -m verl.trainer.main_ppo x=caf\xe9\n".encode("latin-1"))
     (tmp_path / "huge.sh").write_bytes(b"# padding\n" * (1024 * 1024))  # 10 MB
-    (tmp_path / "folder.sh").mkdir()
+    (tmp_path / "folder.sh").mkdir()  # a directory: linted recursively (issue 22), here empty, so no error
     (tmp_path / "quote.sh").write_text("python3 -m verl.trainer.main_ppo x='unterminated\ny=2\n")
     good = tmp_path / "good.sh"
     good.write_text("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.tensor_model_parallel_size=3\n")
@@ -98,7 +98,6 @@ def test_bad_files_give_one_line_errors_and_the_rest_is_linted(tmp_path: Path) -
         "rlpatch: error: binary.sh: binary file (contains NUL bytes), not a shell script",
         "rlpatch: error: latin1.sh: not UTF-8 (invalid byte 0xe9 on line 1)",
         "rlpatch: error: huge.sh: file too large (10.5 MB; a launch script is at most 2 MB)",
-        "rlpatch: error: folder.sh: is a directory",
         "rlpatch: error: missing.sh: no such file",
         "rlpatch: error: quote.sh:1:36: unterminated ' (the rest of the file cannot be read)",
     ]

@@ -38,8 +38,9 @@ def test_config_followed_from_env_with_the_reference_as_related(tmp_path: Path) 
     script.write_text(f"export DUMP_ON=1 PROMPTS_ONLY=1 MSPROBE_ACTOR_CONFIG=actor.json\n"
                       f"{ENTRY} actor_rollout_ref.rollout.name=vllm {DUMP_KEY}=infer.json\n")
     result = run_cli("lint", "--format", "full", "--select", "RL507", str(script))
-    assert result.exit_code == 0  # statistics is accepted by compare --consistent_check: a warning
-    assert f"{tmp_path / 'actor.json'}:1:10: RL507 [W]" in result.stdout
+    # an FSDP run: statistics cannot compare the training q/k/v with vLLM's fused qkv_proj (an error)
+    assert result.exit_code == 1
+    assert f"{tmp_path / 'actor.json'}:1:10: RL507 [E]" in result.stdout
     assert "run.sh:1:" in result.stdout  # the export that referenced it
 
 

@@ -161,7 +161,7 @@ def run_everywhere(ray: Any, nodes: list[dict[str, Any]], argv: list[str], timeo
         try:
             answer = ray.get(ref)
         except Exception as err:  # noqa: BLE001 - a task error is this node's result, not the driver's
-            results.append(_no_answer(node, "error", _task_error(err)))
+            results.append(_no_answer(node, "error", task_error(err)))
             continue
         answer["status"] = "ok" if answer["exit_code"] == 0 else ("error" if answer["exit_code"] == 2 else "failed")
         if answer["status"] == "error":  # the command's own one-line error on that node
@@ -176,7 +176,7 @@ def _no_answer(node: dict[str, Any], status: str, error: str) -> dict[str, Any]:
             "status": status, "error": error, "exit_code": None, "result": None}
 
 
-def _task_error(err: Exception) -> str:
+def task_error(err: Exception) -> str:
     text = str(err)
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     last = lines[-1] if lines else type(err).__name__

@@ -13,7 +13,7 @@ import os
 import platform
 import socket
 import sys
-from typing import Any
+from typing import Any, Callable
 
 
 def run_command(argv: list[str]) -> dict[str, Any]:
@@ -42,3 +42,8 @@ def identity() -> dict[str, str]:
         "python": platform.python_version(),
         "ray": ray.__version__,
     }
+
+
+def call_pinned(function: Callable[..., Any], arguments: tuple[Any, ...]) -> dict[str, Any]:
+    """Run `function(*arguments)` on this node; its value and who ran it (the driver checks the node id)."""
+    return {"identity": identity(), "value": function(*arguments)}

@@ -10,17 +10,22 @@ import click
 RAY_PARAMS = ("ray", "ray_runtime_env", "ray_timeout")
 FORMAT_PARAM = "output_format"
 DEFAULT_TIMEOUT_S = 300.0
+RAY_HELP = "Run the command on every alive node of this Ray cluster (`auto`: the cluster this machine belongs to)."
+TIMEOUT_HELP = "Seconds to wait for every node's answer."
 
 
-def ray_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Add `--ray ADDRESS`, `--ray-runtime-env JSON` and `--ray-timeout S` to a command."""
+def ray_options(command: Callable[..., Any] | None = None, *, ray_help: str = RAY_HELP,
+                timeout_help: str = TIMEOUT_HELP, timeout: float = DEFAULT_TIMEOUT_S) -> Any:
+    """Add `--ray ADDRESS`, `--ray-runtime-env JSON` and `--ray-timeout S` to a command
+    (`@ray_options`, or `@ray_options(ray_help=..., timeout=...)` for a command that uses them otherwise)."""
+    if command is None:
+        return lambda function: ray_options(function, ray_help=ray_help, timeout_help=timeout_help, timeout=timeout)
     options = [
-        click.option("--ray", "ray", metavar="ADDRESS",
-                     help="Run the command on every alive node of this Ray cluster (`auto`: the cluster this machine belongs to)."),
+        click.option("--ray", "ray", metavar="ADDRESS", help=ray_help),
         click.option("--ray-runtime-env", "ray_runtime_env", metavar="JSON",
                      help="A Ray runtime env (JSON object) merged into the one rlpatch ships to the nodes."),
-        click.option("--ray-timeout", "ray_timeout", type=click.FloatRange(min=1), default=DEFAULT_TIMEOUT_S,
-                     show_default=True, metavar="S", help="Seconds to wait for every node's answer."),
+        click.option("--ray-timeout", "ray_timeout", type=click.FloatRange(min=1), default=timeout,
+                     show_default=True, metavar="S", help=timeout_help),
     ]
     for option in reversed(options):
         command = option(command)

@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from rlpatch.cluster.options import ray_options
+from rlpatch.cluster.api import ray_options
 from rlpatch.doctor import probe
 from rlpatch.doctor.target import (
     ScriptFacts,
@@ -61,7 +61,7 @@ def doctor_cmd(**options: Any) -> int:
     --isolated to probe only the named interpreter without any of that.
     """
     if options.get("ray"):
-        from rlpatch.cluster.driver import run_on_cluster  # imports ray: only with --ray
+        from rlpatch.cluster.api import run_on_cluster  # imports ray when called: only with --ray
 
         return run_on_cluster(click.get_current_context())
     given_env = env_option(options.get("env") or ())

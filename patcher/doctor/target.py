@@ -16,7 +16,7 @@ from pathlib import Path
 
 from rlpatch.doctor.probe import Interpreter
 from rlpatch.errors import InputError
-from rlpatch.shell import Launch, Options, SourceFile, evaluate_source, word_text
+from rlpatch.shell import Launch, Options, SourceFile, env_assignments, evaluate_source, word_text
 from rlpatch.shell.defaults import NEWEST_VERL
 from rlpatch.shell.model import Run
 
@@ -62,13 +62,7 @@ def current_interpreter() -> Interpreter:
 
 def env_option(pairs: tuple[str, ...] | list[str]) -> dict[str, str]:
     """`--env K=V` (repeatable), spelled as `rlpatch lint` and `rlpatch gen` take it."""
-    env = {}
-    for pair in pairs:
-        name, eq, value = pair.partition("=")
-        if not eq or not name:
-            raise InputError(f"--env: expected KEY=VALUE, got {pair!r}")
-        env[name] = value
-    return env
+    return env_assignments(pairs)
 
 
 def read_script(path: str, given_env: dict[str, str] | None = None) -> ScriptFacts:

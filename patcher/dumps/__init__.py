@@ -5,7 +5,9 @@ validated, never kept), the request-id correlation between `update_actor_log.jso
 `dispatch_log.jsonl`, the exact `msprobe compare` argv, running it in the target interpreter, the
 parsed CSV summary and the HTML report. msprobe and the plotting library are imported only by
 `compare`, inside the target interpreter or the report writer. It reads a launch script (`check
---script`) only through the front end and may import the upstream facts.
+--script`) only through the front end and may import the upstream facts. `compare --ray ADDRESS`
+runs each pair's compare on the node whose disk holds it through the cluster wing's session
+(`remote.py` on the driver, `remote_node.py` on the nodes).
 """
 
-MAY_IMPORT: tuple[str, ...] = ("errors", "upstream", "shell")
+MAY_IMPORT: tuple[str, ...] = ("errors", "upstream", "shell", "cluster")

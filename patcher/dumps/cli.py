@@ -10,12 +10,16 @@ import sys
 
 import click
 
+from rlpatch.cluster.api import ray_options
 from rlpatch.dumps.command import BACKENDS, DEFAULT_OUT, planned_commands
 from rlpatch.dumps.correlate import Correlation, correlate
 from rlpatch.dumps.layout import scan
 from rlpatch.errors import InputError
 
 FORMATS = click.Choice(["text", "json"])
+RAY_HELP = ("Compare each pair on the node of this Ray cluster whose disk holds both its files; only summaries "
+            "travel (`auto`: the cluster this machine belongs to).")
+RAY_TIMEOUT_S = 3600.0
 
 
 def _emit(data: dict, fmt: str, text_lines: list[str]) -> None:
@@ -28,6 +32,21 @@ def _emit(data: dict, fmt: str, text_lines: list[str]) -> None:
 @click.group("dumps")
 def dumps_group() -> None:
     """After the run: check the msprobe output, pair training with inference dumps, compare them."""
+
+
+def rank_list(ranks: list[int]) -> str:
+    """Ranks as `dumps check` prints them, runs of three or more folded: `0-7, 9`."""
+    parts: list[str] = []
+    values = sorted(set(ranks))
+    start = 0
+    while start < len(values):
+        end = start
+        while end + 1 < len(values) and values[end + 1] == values[end] + 1:
+            end += 1
+        run = values[start:end + 1]
+        parts.append(f"{run[0]}-{run[-1]}" if len(run) >= 3 else ", ".join(map(str, run)))
+        start = end + 1
+    return ", ".join(parts)
 
 
 @dumps_group.command("check")
@@ -46,8 +65,8 @@ def check_cmd(directory: str, mode: str | None, script: str | None, fmt: str) ->
     lines = [f"{directory}: mode {report['mode']}"]
     for step in report["steps"]:
         where = f"step {step['step']}" + (f" {step['stage']}" if step["stage"] else "")
-        ranks = ", ".join(map(str, step["ranks"])) or "none"
-        expected = f" (expected {len(step['expected_ranks'])})" if step["expected_ranks"] else ""
+        ranks = rank_list(step["ranks"]) or "none"
+        expected = f" (expected {rank_list(step['expected_ranks'])})" if step["expected_ranks"] else ""
         lines.append(f"  {where}: ranks {ranks}{expected}")
         lines.extend(f"    problem: {problem}" for problem in step["problems"])
     lines.extend(f"  problem: {problem}" for problem in report["problems"])
@@ -123,19 +142,29 @@ def _python(python: str) -> list[str]:
 @click.option("--only", "only", default=None, metavar="REQUEST", help="Compare only this request id's pair(s).")
 @click.option("--rank", "rank", type=click.IntRange(min=0), default=None, help="Compare only pairs of this training rank.")
 @click.option("--format", "fmt", type=FORMATS, default="text", show_default=True)
+@ray_options(ray_help=RAY_HELP, timeout_help="Seconds to wait for every node's answer, per round (read, compare).",
+             timeout=RAY_TIMEOUT_S)
 def compare_cmd(train: str, infer: str, backend: str, out: str, python: str | None, report: str | None,
-                rtol: float | None, jobs: int | None, only: str | None, rank: int | None, fmt: str) -> int:
+                rtol: float | None, jobs: int | None, only: str | None, rank: int | None, fmt: str,
+                ray: str | None, ray_runtime_env: str | None, ray_timeout: float) -> int:
     """Run msprobe compare on every pair (in parallel); name the module where the two sides start to differ."""
     from rlpatch.dumps.compare import plan, run_all
     from rlpatch.dumps.divergence import culprits
 
-    interpreter = _python(python) if python else [sys.executable]
     if report is not None:
         if not os.path.isdir(os.path.dirname(os.path.abspath(report))):
             raise InputError(f"{report}: its directory does not exist")
+        if os.path.lexists(report) and not os.path.isfile(report):  # checked before any compare runs
+            raise InputError(f"{report}: not a regular file (--report names the HTML file to write)")
         from rlpatch.dumps.report import check_plotting
 
         check_plotting()  # before any compare runs: a missing library must not cost a whole run
+    if ray is not None:
+        from rlpatch.dumps.remote import Options
+
+        options = Options(train, infer, backend, out, python, rtol, jobs, only, rank)
+        return _compare_on_cluster(options, ray, ray_runtime_env, ray_timeout, report, fmt)
+    interpreter = _python(python) if python else [sys.executable]
     if os.path.exists(out) and not os.path.isdir(out):
         raise InputError(f"{out}: not a directory (-o)")
     correlation = _correlation(train, infer, backend)
@@ -171,6 +200,27 @@ def compare_cmd(train: str, infer: str, backend: str, out: str, python: str | No
     return code
 
 
+def _compare_on_cluster(options, address: str, runtime_env: str | None, timeout: float, report: str | None,
+                        fmt: str) -> int:
+    """`compare --ray`: the same report, each pair compared on the node whose disk holds it."""
+    from rlpatch.dumps.remote import cluster_lines, compare_on_cluster, report_facts
+
+    data, results = compare_on_cluster(options, address, runtime_env, timeout)
+    _emit(data, fmt, _compare_lines(data) + cluster_lines(data))
+    code = 0 if results and not data["problems"] and all(r["verdict"] in ("agrees", "within-floor")
+                                                         for r in data["results"]) else 1
+    if report is not None:
+        from rlpatch.dumps.report import write_report
+
+        try:
+            write_report(report, results, data, report_facts(options, data))
+        except (OSError, InputError) as err:
+            sys.stderr.write(f"rlpatch dumps compare: error: report not written: {err}\n")
+            return max(code, 1)
+        (sys.stdout if fmt == "text" else sys.stderr).write(f"report written to {report}\n")
+    return code
+
+
 def _verdict_line(data: dict) -> str:
     results = data["results"]
     if not results:
@@ -196,6 +246,8 @@ def _compare_lines(data: dict) -> list[str]:
     for result in data["results"]:
         head = (f"{result['request_id']} (train step{result['train']['step']} rank{result['train']['rank']}, "
                 f"infer pid {result['infer']['pid']} step{result['infer']['step']} rank{result['infer']['rank']})")
+        if result.get("node"):  # compare --ray: the node it ran on
+            head += f" on node {result['node']['node_id'][:12]} ({result['node']['hostname'] or '?'})"
         if result["error"]:
             lines.append(f"{head}: failed: {result['error']}")
             continue

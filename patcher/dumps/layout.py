@@ -75,25 +75,24 @@ class Tree:
     dispatch_logs: dict[int, str] = field(default_factory=dict)  # pid -> path
     update_actor_logs: dict[int, str] = field(default_factory=dict)  # pid -> path
     step_pids: set[int] = field(default_factory=set)  # pid folders holding step folders
-
-    @property
-    def root_steps(self) -> list[StepDir]:
-        """Step folders directly under the root (not in a pid folder, not verl's training tool)."""
-        return [step for step in self.steps if step.pid is None and step.global_step is None]
+    _legacy: list[int] | None = field(default=None, repr=False, compare=False)
 
     def legacy_dispatch_pids(self) -> list[int]:
         """Pids whose dispatch log has no step folders beside it while step folders sit at the root:
-        written by an earlier dispatch logger, which left msprobe's dump path at `{dump_path}`."""
-        if not self.root_steps:
-            return []
-        return sorted(pid for pid in self.dispatch_logs if pid not in self.step_pids)
+        written by an earlier dispatch logger, which left msprobe's dump path at `{dump_path}`. Computed
+        once, when asked first (after the scan), since pairing asks it for every record."""
+        if self._legacy is None:
+            has_root_steps = any(step.pid is None and step.global_step is None for step in self.steps)
+            self._legacy = sorted(pid for pid in self.dispatch_logs if pid not in self.step_pids) if has_root_steps else []
+        return self._legacy
 
     def inference_base(self, pid: int) -> str | None:
         """The folder holding the `step{N}` folders that pid's dispatch log describes; None when several
         processes shared the root's step folders (each overwrote the others' dumps)."""
-        if pid in self.step_pids or pid not in self.legacy_dispatch_pids():
+        legacy = self.legacy_dispatch_pids()
+        if pid in self.step_pids or pid not in legacy:
             return os.path.join(self.root, str(pid))
-        return self.root if len(self.legacy_dispatch_pids()) == 1 else None
+        return self.root if len(legacy) == 1 else None
 
     @property
     def layout(self) -> str:

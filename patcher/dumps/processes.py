@@ -77,10 +77,13 @@ def _single_request(data: dict, inference: bool) -> list[str]:
     return [str(ids[0])]
 
 
-def _folders(tree: Tree, pid: int | None) -> set[tuple[int, int]]:
-    """(step, rank) of the step folders of one pid folder (None: the root's)."""
-    return {(step.step, rank.rank) for step in tree.steps if step.pid == pid and step.global_step is None
-            for rank in step.ranks if rank.rank is not None}
+def _folders_by_pid(tree: Tree) -> dict[int | None, set[tuple[int, int]]]:
+    """(step, rank) of the step folders of each pid folder (None: the root's), in one pass."""
+    found: dict[int | None, set[tuple[int, int]]] = {}
+    for step in tree.steps:
+        if step.global_step is None:
+            found.setdefault(step.pid, set()).update((step.step, r.rank) for r in step.ranks if r.rank is not None)
+    return found
 
 
 def _steps_text(pairs: set[tuple[int, int]]) -> str:
@@ -91,11 +94,12 @@ def _steps_text(pairs: set[tuple[int, int]]) -> str:
 
 def _logs_against_folders(tree: Tree, logs: list[ProcessLog], inference: bool, found: Findings) -> None:
     legacy = set(tree.legacy_dispatch_pids()) if inference else set()
+    folders_of = _folders_by_pid(tree)
     for log in logs:
         base = tree.inference_base(log.pid) if inference else tree.root
         if base is None or log.pid in legacy and len(legacy) > 1:
             continue  # shared root folders: correlate's layout problem says it once
-        folders = _folders(tree, log.pid if base != tree.root else None)
+        folders = folders_of.get(log.pid if base != tree.root else None, set())
         where = base if inference else f"{tree.root} (logged by pid {log.pid})"
         missing = {pair for pair in log.steps if pair not in folders and not _proc_folder(base, pair[0], log.pid)}
         if missing:

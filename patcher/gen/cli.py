@@ -23,6 +23,7 @@ from rlpatch.errors import InputError
 from rlpatch.gen.build import Generated, generate
 from rlpatch.gen.modes import Request
 from rlpatch.gen.plan import ApplyStep, Targets
+from rlpatch.shell import env_assignments
 from rlpatch.shell.defaults import NEWEST_VERL
 from rlpatch.upstream.envprobe import probe, probe_root
 from rlpatch.upstream.versions import Version
@@ -51,13 +52,7 @@ def _numbers(text: str | None, option: str) -> list[int] | None:
 
 
 def _env(pairs: tuple[str, ...]) -> dict[str, str]:
-    env = {}
-    for pair in pairs:
-        name, eq, value = pair.partition("=")
-        if not eq or not name:
-            raise InputError(f"--env: expected KEY=VALUE, got {pair!r}")
-        env[name] = value
-    return env
+    return env_assignments(pairs)
 
 
 def _root_version(project: str, root: str | None, option: str) -> Version | None:

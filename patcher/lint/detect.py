@@ -11,7 +11,8 @@ from rlpatch.upstream.trainers import TRAINERS
 
 
 def describe_file(path: str, options: LintOptions, stdin: bytes | None) -> dict | None:
-    """One object per file: the first launch's summary (others under `other_launches`); None on input error."""
+    """One object per file: the first launch's summary (other distinct ones under `other_launches`); None on
+    input error."""
     result = lint_path(path, options, [], stdin)
     if result.error:
         click.echo(f"rlpatch: error: {result.error}", err=True)
@@ -21,7 +22,13 @@ def describe_file(path: str, options: LintOptions, stdin: bytes | None) -> dict 
                    for u in (result.evaluation.unknowns if result.evaluation else [])]
         return {"file": result.path, "entry": None, "mode": "none", "rollout_backend": None, "train_backend": None, "trainer": None,
                 "world_size": None, "overrides": [], "env": {}, "unknown": unknown}
-    summaries = [run.summary() for run in result.runs]
+    # Paths of a script that differ only in the launcher (`torchrun` or `python3` in an `if`) give the
+    # same run: each distinct one is shown once.
+    distinct: dict[str, dict] = {}
+    for run in result.runs:
+        summary = run.summary()
+        distinct.setdefault(render_text(summary), summary)
+    summaries = list(distinct.values())
     first = summaries[0]
     if len(summaries) > 1:
         first["other_launches"] = summaries[1:]

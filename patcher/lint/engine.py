@@ -178,7 +178,22 @@ def merge_paths(findings: set[Finding]) -> list[Finding]:
         alone.append(Finding(first.code, first.severity,
                              f"{first.message} ({len(group)} paths reach this launch with this value; also set at {lines})",
                              first.span, tuple(first.related) + tuple(f.span for f in others)))
-    return sorted(alone, key=Finding.sort_key)
+    return _merge_related(alone)
+
+
+def _merge_related(findings: list[Finding]) -> list[Finding]:
+    """One finding per place: two paths of a wrapper that reach the same problem at the same place
+    with different related positions give one finding with the related positions of both."""
+    merged: dict[tuple, Finding] = {}
+    for finding in sorted(findings, key=Finding.sort_key):
+        key = (finding.code, finding.severity, finding.message, finding.span)
+        prior = merged.get(key)
+        if prior is None:
+            merged[key] = finding
+        else:
+            extra = tuple(span for span in finding.related if span not in prior.related)
+            merged[key] = prior._replace(related=prior.related + extra)
+    return list(merged.values())
 
 
 def _where(span: Span, relative_to: Span) -> str:

@@ -10,14 +10,14 @@ the invocation unsuccessful.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, TextIO
+from typing import Any, Callable, Mapping, TextIO
 
 from rlpatch import __version__
 from rlpatch.errors import RlpatchError
 from rlpatch.lint.config import find_config
 from rlpatch.lint.docs import docs_url
 from rlpatch.lint.engine import FileResult, rule_classes
-from rlpatch.lint.rule import SEVERITY_LETTER, Finding, LintRule
+from rlpatch.lint.rule import SEVERITY_LETTER, SEVERITY_RANK, Finding, LintRule
 
 FORMATS = ("concise", "full", "json", "github", "sarif")
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -45,18 +45,42 @@ def _findings(results: list[FileResult]) -> list[Finding]:
     return [finding for result in results for finding in result.findings]
 
 
-def report_concise(results: list[FileResult], out: TextIO) -> None:
+# ANSI colours of the text formats (`--color`): the place bold, the code in its severity's colour.
+_SEVERITY_COLOUR = {"error": "red", "warning": "yellow", "info": "cyan"}
+
+
+def _headline(f: Finding, color: bool) -> str:
+    place = f"{f.span.file}:{f.span.line}:{f.span.column}:"
+    code = f"{f.code} [{SEVERITY_LETTER[f.severity]}]"
+    if color:
+        import click
+
+        place = click.style(place, bold=True)
+        code = click.style(code, fg=_SEVERITY_COLOUR[f.severity], bold=True)
+    return f"{place} {code} {f.message}\n"
+
+
+def use_color(choice: str, to_terminal: bool, environ: Mapping[str, str] | None = None) -> bool:
+    """`--color auto|always|never`: auto colours a terminal unless NO_COLOR is set (no-color.org);
+    the option given on the command line wins over NO_COLOR."""
+    if choice != "auto":
+        return choice == "always"
+    variables = os.environ if environ is None else environ
+    return to_terminal and not variables.get("NO_COLOR")
+
+
+def report_concise(results: list[FileResult], out: TextIO, color: bool = False) -> None:
     findings = _findings(results)
     for f in findings:
-        out.write(f"{f.span.file}:{f.span.line}:{f.span.column}: {f.code} [{SEVERITY_LETTER[f.severity]}] {f.message}\n")
+        out.write(_headline(f, color))
     _summary(results, out)
 
 
-def report_full(results: list[FileResult], out: TextIO) -> None:
+def report_full(results: list[FileResult], out: TextIO, color: bool = False) -> None:
     findings = _findings(results)
     lines_cache: dict[str, list[str]] = {}
     for f in findings:
-        out.write(f"{f.span.file}:{f.span.line}:{f.span.column}: {f.code} [{SEVERITY_LETTER[f.severity]}] {f.message}\n")
+        out.write(_headline(f, color))
         text = _line(lines_cache, f.span.file, f.span.line)
         if text is not None:
             width = max(1, (f.span.end_column - f.span.column) if f.span.end_line == f.span.line else len(text) - f.span.column + 1)
@@ -94,6 +118,34 @@ def summary_line(results: list[FileResult]) -> str:
 
 def _summary(results: list[FileResult], out: TextIO) -> None:
     out.write(summary_line(results) + "\n")
+
+
+def keep_severity(results: list[FileResult], lowest: str) -> list[FileResult]:
+    """`--severity`: the findings at `lowest` or above (the others are neither shown nor counted)."""
+    for result in results:
+        result.findings = [f for f in result.findings if SEVERITY_RANK[f.severity] >= SEVERITY_RANK[lowest]]
+    return results
+
+
+def report_statistics(results: list[FileResult], out: TextIO, as_json: bool = False) -> None:
+    """`--statistics`, as ruff's: how many findings each rule has, most frequent first."""
+    counts: dict[str, int] = {}
+    for f in _findings(results):
+        counts[f.code] = counts.get(f.code, 0) + 1
+    summaries = {cls.code: (cls.severity, cls.summary) for cls in rule_classes()}
+    rows = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    if as_json:
+        import json
+
+        json.dump([{"code": code, "severity": summaries.get(code, ("error", ""))[0],
+                    "summary": summaries.get(code, ("", ""))[1], "count": count} for code, count in rows], out, indent=2)
+        out.write("\n")
+        return
+    width = max((len(str(count)) for _, count in rows), default=1)
+    for code, count in rows:
+        severity, summary = summaries.get(code, ("error", ""))
+        out.write(f"{count:>{width}}\t{code}\t[{SEVERITY_LETTER[severity]}] {summary}\n")
+    _summary(results, out)
 
 
 def report_json(results: list[FileResult], out: TextIO) -> None:

@@ -9,6 +9,7 @@ looks like a verl script but hides its launch (`bash "$TMP" actor_rollout_ref...
 
 from __future__ import annotations
 
+import os
 import re
 
 from rlpatch.lint.engine import FileResult
@@ -39,3 +40,58 @@ def skip_non_verl(results: list[FileResult], stdin_text: bytes | None = None) ->
         if not names_verl(_text(result.path, stdin_text)):
             result.findings = []
     return results
+
+
+# Folders a directory walk never enters, as ruff does: hidden ones (`.git`, `.venv`) and the usual
+# vendored or generated ones.
+SKIPPED_DIRS = frozenset({"node_modules", "__pycache__", "__pypackages__", "venv", "site-packages"})
+
+
+def _skipped(name: str) -> bool:
+    return name.startswith(".") or name in SKIPPED_DIRS
+
+
+def expand_paths(paths: list[str] | tuple[str, ...]) -> list[str]:
+    """The files to lint: an explicit file (or `-`) as given, whatever its name; a directory, its
+    `*.sh` files recursively in sorted order, hidden and vendored folders skipped. A path that does
+    not exist is kept, so it is reported as an unreadable input."""
+    files: list[str] = []
+    for path in paths:
+        if path == "-" or not os.path.isdir(path):
+            files.append(path)
+            continue
+        for root, dirs, names in os.walk(path):
+            dirs[:] = sorted(name for name in dirs if not _skipped(name))
+            files.extend(os.path.normpath(os.path.join(root, name)) for name in sorted(names) if name.endswith(".sh"))
+    return list(dict.fromkeys(files))  # `rlpatch lint . run.sh`: run.sh once
+
+
+def check_output_file(output: str, inputs: tuple[str, ...] | list[str]) -> None:
+    """`--output-file`: a regular file (new or replaced) that is none of the inputs, in an existing
+    folder; else one InputError before anything is linted or written."""
+    import stat
+
+    from rlpatch.errors import InputError
+
+    def refuse(why: str) -> InputError:
+        return InputError(f"--output-file {output}: {why} (nothing written)")
+
+    try:
+        info = os.stat(output)  # follows symlinks: what a write would reach
+    except FileNotFoundError:
+        parent = os.path.dirname(output) or "."
+        if not os.path.isdir(parent):
+            raise refuse(f"no folder {parent}") from None
+        return
+    except OSError as err:
+        raise refuse(f"cannot check it ({err.strerror or err})") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise refuse("is a directory")
+    if not stat.S_ISREG(info.st_mode):
+        raise refuse("not a regular file (a report is written only to a file)")
+    for path in inputs:
+        try:
+            if path != "-" and os.path.samestat(info, os.stat(path)):
+                raise refuse(f"is the input {path}")
+        except OSError:
+            continue

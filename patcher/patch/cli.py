@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence
 import click
 
 from rlpatch import registry
-from rlpatch.cluster.options import ray_options
+from rlpatch.cluster.api import ray_options
 from rlpatch.errors import EXIT_OK, EXIT_REFUSED, InputError, RefusedError
 from rlpatch.patch import api, transaction
 from rlpatch.patch.engine import Change, RuleReport, Session, set_state
@@ -97,7 +97,7 @@ def on_cluster(options: dict[str, Any]) -> int | None:
     """With `--ray ADDRESS`, the command runs on every node of the cluster (the cluster wing does it)."""
     if not options.get("ray"):
         return None
-    from rlpatch.cluster.driver import run_on_cluster  # imports ray: only with --ray
+    from rlpatch.cluster.api import run_on_cluster  # imports ray when called: only with --ray
 
     return run_on_cluster(click.get_current_context())
 
@@ -319,7 +319,8 @@ def verify_cmd(**options: Any) -> int:
 @format_option
 @ray_options
 def status_cmd(**options: Any) -> int:
-    """Report the state of every selected rule; always exit 0."""
+    """Report the state of every selected rule. Exit 0 whatever the states (verify exits 1 on one not
+    applied); 2 on bad input (no tree, unknown rule); with --ray, 1 when a node cannot answer."""
     return _verify(options, always_zero=True)
 
 
@@ -440,9 +441,19 @@ def patch_rule_documentation(rule_id: str) -> str | None:
 
 
 @click.command("rules")
+@click.argument("rule_id", required=False, metavar="[ID]")
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def rules_cmd(output_format: str) -> int:
-    """List the patch rules: id, package, modes, target files, versions, the trainer that runs them, summary."""
+def rules_cmd(rule_id: str | None, output_format: str) -> int:
+    """List the PATCH rules (what apply/verify/revert change in verl, SGLang, vLLM-Ascend): id, package,
+    modes, target files, versions, the trainer that runs them, summary; with ID, that rule only.
+
+    The lint rules (RLxxx) are listed by `rlpatch rule`; `rlpatch rule ID` shows any rule's page.
+    """
+    known = [rule.id for rule in registry.patch_rules()]
+    if rule_id is not None and rule_id not in known:
+        if rule_id.upper() in registry.lint_rule_codes():
+            raise InputError(f"{rule_id.upper()} is a lint rule: rlpatch rule {rule_id.upper()}")
+        raise InputError(f"unknown patch rule: {rule_id} (`rlpatch rules` lists them; lint rules: `rlpatch rule`)")
     rows = [
         {
             "id": rule.id,
@@ -455,6 +466,7 @@ def rules_cmd(output_format: str) -> int:
             "summary": rule.summary(),
         }
         for rule in registry.patch_rules()
+        if rule_id is None or rule.id == rule_id
     ]
     if output_format == "json":
         click.echo(json.dumps(rows, indent=2))

@@ -14,6 +14,9 @@ facts and `rlpatch.errors`, never a command wing.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+from rlpatch.errors import InputError
 from rlpatch.shell.evaluator import Evaluator, Options
 from rlpatch.shell.launch import Launch
 from rlpatch.shell.parse import ParsedScript, parse_file
@@ -25,10 +28,22 @@ MAY_IMPORT: tuple[str, ...] = ("errors", "upstream")
 
 __all__ = [
     "Arg", "Evaluation", "Evaluator", "Launch", "Options", "ParsedScript", "Piece", "SourceFile", "Span",
-    "Unknown", "Value", "Word", "evaluate_source", "parse_file", "word_text",
+    "Unknown", "Value", "Word", "env_assignments", "evaluate_source", "parse_file", "word_text",
 ]
 
 
 def evaluate_source(source: SourceFile, options: Options | None = None) -> Evaluation:
     """Parse and evaluate one script (raises InputError for unreadable input)."""
     return Evaluator(options).evaluate(source, parse_file(source))
+
+
+def env_assignments(pairs: Iterable[object], where: str = "--env") -> dict[str, str]:
+    """The environment a script starts with, from `KEY=VALUE` words (`--env`, repeatable, as `lint`,
+    `gen` and `doctor` take it; later words win, as in `K=1 K=2 bash run.sh`)."""
+    env: dict[str, str] = {}
+    for pair in pairs:
+        name, eq, value = str(pair).partition("=")
+        if not eq or not name:
+            raise InputError(f"{where}: expected KEY=VALUE, got {pair!r}")
+        env[name] = value
+    return env

@@ -19,7 +19,7 @@ from typing import Literal
 from rlpatch.shell import Arg, Launch, Span, Unknown
 from rlpatch.shell.defaults import ACTOR, AR, DEFAULTS, REF, ROLLOUT, Ref, ulysses_keys
 from rlpatch.shell.overrides import Override, parse_override, unquote
-from rlpatch.shell.pieces import unknown_descs, word_text
+from rlpatch.shell.pieces import unknown_descs, unknown_value, word_text
 from rlpatch.upstream.versions import Version
 
 Mode = Literal["training", "inference", "consistency", "none"]
@@ -179,8 +179,7 @@ class Run:
                 if override is not None:
                     run.overrides.append(override)
                     if not override.value_known:
-                        run.unknown.append(Unknown(f"{override.key}={''.join(unknown_descs(arg.word)) or '?'}",
-                                                   override.value_span))
+                        run.unknown.append(Unknown(f"{override.key}={unknown_value(arg.word)}", override.value_span))
                 elif text is None:
                     run.unknown.append(Unknown(f"argument {' '.join(unknown_descs(arg.word))}", arg.span))
             index += 1

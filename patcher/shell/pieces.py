@@ -56,6 +56,18 @@ def unknown_descs(word: Sequence[Piece]) -> list[str]:
     return [piece.desc for piece in word if not piece.known]
 
 
+def unknown_value(word: Sequence[Piece]) -> str:
+    """An override value with unknown pieces, as RL002 shows it: the unknown source text (`$(nproc)`);
+    with several unknown pieces, the value with its known text between them (`['$HOME', '$HOME']`,
+    not `$HOME$HOME`)."""
+    descs = unknown_descs(word)
+    if len(descs) < 2:
+        return "".join(descs) or "?"
+    shown = "".join(piece.desc if not piece.known else (piece.text or "") for piece in word)
+    value = shown.split("=", 1)[1] if "=" in shown else shown
+    return value if len(value) <= 200 else value[:197] + "..."
+
+
 # Bounds on what one expansion produces and what one variable holds. Without them a script that
 # doubles a value (`S=$S$S` twenty times, `A=("${A[@]}" "${A[@]}")`, `set -- "$@" "$@"`) takes time
 # and memory exponential in its length. Past a bound the value is unknown, reported like `$(nproc)`
