@@ -25,7 +25,7 @@ $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TORCH_SPEC)"
-	$(PY) -m pip install -q -e '.[test,msprobe,report,bench,ray,rehearsal,docs]' "$(MSPROBE_SPEC)" "$(TORCH_SPEC)"
+	$(PY) -m pip install -q -e '.[test,lint,msprobe,report,bench,ray,rehearsal,docs]' "$(MSPROBE_SPEC)" "$(TORCH_SPEC)"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -39,9 +39,19 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not upstream and not runtime" $(PYTEST_ARGS)
 
+# ruff on the sources and tests; mypy ([tool.mypy] in pyproject.toml) on the package as installed: a
+# throw-away tree $(TYPE_TREE)/rlpatch of symlinks to patcher/*, with rlpatch/rules -> rules/, so module
+# names are the real ones; the report's paths are mapped back to patcher/ and rules/.
+TYPE_TREE := build/typecheck
 lint: $(STAMP)
-	$(PY) -m pip install -q ruff
-	$(VENV)/bin/ruff check patcher rules tests
+	$(PY) -m ruff check patcher rules tests
+	rm -rf $(TYPE_TREE) && mkdir -p $(TYPE_TREE)/rlpatch
+	ln -s $(CURDIR)/patcher/*.py $(CURDIR)/patcher/py.typed $(TYPE_TREE)/rlpatch/
+	for wing in $(CURDIR)/patcher/*/; do ln -s "$${wing%/}" $(TYPE_TREE)/rlpatch/; done
+	ln -s $(CURDIR)/rules $(TYPE_TREE)/rlpatch/rules
+	cd $(TYPE_TREE) && report=$$($(CURDIR)/$(PY) -m mypy --config-file $(CURDIR)/pyproject.toml \
+	    --cache-dir $(CURDIR)/build/mypy-cache -p rlpatch); status=$$?; \
+	    printf '%s\n' "$$report" | sed -e 's,^rlpatch/rules/,rules/,' -e 's,^rlpatch/,patcher/,'; exit $$status
 
 # The docs site: the committed rule pages must be what the rules say now (else run `make docs-pages`),
 # then mkdocs builds docs/ into build/site with every warning an error.

@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> Any:
             raise
         click.echo(f"rlpatch: error: {resource_message(err)}", err=True)
         sys.exit(EXIT_USAGE)
-    except Exception as err:  # noqa: BLE001 - the last line of defence against a traceback
+    except Exception as err:  # the last line of defence against a traceback
         if os.environ.get("RLPATCH_DEBUG"):
             raise
         click.echo(f"rlpatch: internal error: {type(err).__name__}: {one_line(str(err))} "

@@ -9,11 +9,18 @@ from __future__ import annotations
 import importlib
 from functools import lru_cache
 from types import ModuleType
+from typing import TYPE_CHECKING, TypeVar
 
 from rlpatch import rules as rule_package
 
+if TYPE_CHECKING:  # imported by the functions that need them: lint must not import libcst
+    from rlpatch.lint.rule import LintRule
+    from rlpatch.patch.rule import PatchRule
 
-def _rule_class(module: ModuleType, base: type) -> type:
+RuleBase = TypeVar("RuleBase")
+
+
+def _rule_class(module: ModuleType, base: type[RuleBase]) -> type[RuleBase]:
     found = [
         value
         for value in vars(module).values()
@@ -25,7 +32,7 @@ def _rule_class(module: ModuleType, base: type) -> type:
 
 
 @lru_cache(maxsize=None)
-def patch_rules() -> tuple:
+def patch_rules() -> tuple[PatchRule, ...]:
     """Every patch rule, in registry order (imports libcst: not for the lint path)."""
     from rlpatch.patch.rule import PatchRule
 
@@ -33,7 +40,7 @@ def patch_rules() -> tuple:
 
 
 @lru_cache(maxsize=None)
-def lint_rule_classes(modes: frozenset[str] | None = None) -> tuple[type, ...]:
+def lint_rule_classes(modes: frozenset[str] | None = None) -> tuple[type[LintRule], ...]:
     """The lint rule classes that check runs in one of `modes` (None: every rule), sorted by code;
     imports those rule modules only (and no patch rule, no libcst)."""
     from rlpatch.lint.rule import LintRule

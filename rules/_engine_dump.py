@@ -14,7 +14,7 @@ from rlpatch.patch.rule import AnchorError, Gate, Insertion, Target, blank_line_
 from rlpatch.upstream.switches import DUMP_PHASES, TRUTHY, py_tuple
 from rlpatch.upstream.versions import Version
 
-# Switches read at run time; spec section 1. What counts as on (and the phases) is shared with the
+# Switches read at run time. What counts as on (and the phases) is shared with the
 # linter's RL211 (rlpatch.upstream.switches).
 ENSURE_DEBUGGER = '''
 def _ensure_debugger(self, forward_only):

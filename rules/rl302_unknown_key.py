@@ -29,10 +29,11 @@ new key with `+key=value`.
 
 from __future__ import annotations
 
+from rlpatch import testing
 from rlpatch.lint import hydra_family
 from rlpatch.lint.rule import Case, LintContext, LintRule
 
-_OPTIONS = hydra_family.case_options()
+_OPTIONS = testing.hydra_case_options()
 
 
 class UnknownConfigKey(LintRule):

@@ -20,10 +20,11 @@ ppo_megatron_trainer` before), or drop the keys.
 
 from __future__ import annotations
 
+from rlpatch import testing
 from rlpatch.lint import hydra_family
 from rlpatch.lint.rule import Case, LintContext, LintRule
 
-_OPTIONS = hydra_family.case_options()
+_OPTIONS = testing.hydra_case_options()
 
 
 class MegatronKeysWithoutMegatron(LintRule):

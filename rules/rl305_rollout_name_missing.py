@@ -17,10 +17,11 @@ Set `actor_rollout_ref.rollout.name` to `vllm`, `sglang`, `hf` or `trtllm`.
 
 from __future__ import annotations
 
+from rlpatch import testing
 from rlpatch.lint import hydra_family
 from rlpatch.lint.rule import Case, LintContext, LintRule
 
-_OPTIONS = hydra_family.case_options()
+_OPTIONS = testing.hydra_case_options()
 
 
 class RolloutNameMissing(LintRule):

@@ -16,10 +16,11 @@ Remove the override: async is the only rollout mode from verl 0.7.
 
 from __future__ import annotations
 
+from rlpatch import testing
 from rlpatch.lint import hydra_family
 from rlpatch.lint.rule import Case, LintContext, LintRule
 
-_OPTIONS = hydra_family.case_options()
+_OPTIONS = testing.hydra_case_options()
 
 
 class RolloutModeSync(LintRule):

@@ -23,6 +23,7 @@ MSPROBE_SGLANG_CONFIG=...`; from 0.5.11, the native
 
 from __future__ import annotations
 
+from rlpatch import testing
 from rlpatch.lint import versions_family
 from rlpatch.lint.rule import Case, LintContext, LintRule
 
@@ -31,8 +32,8 @@ _RUN0 = (
     "    +actor_rollout_ref.rollout.engine_kwargs.sglang.msprobe_dump_config=dump.json\n"
 )
 _ENV_RUN = "export MSPROBE_SGLANG_CONFIG=dump.json\npython3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=sglang\n"
-_SGLANG_0_5_10 = versions_family.case_root("targets/sglang-0.5.10")
-_SGLANG_0_5_11_MSPROBE_26_2 = versions_family.case_root("targets/sglang-0.5.11-msprobe-26.2")
+_SGLANG_0_5_10 = testing.case_root("targets/sglang-0.5.10")
+_SGLANG_0_5_11_MSPROBE_26_2 = testing.case_root("targets/sglang-0.5.11-msprobe-26.2")
 
 
 class SglangTooOldForDumpConfig(LintRule):

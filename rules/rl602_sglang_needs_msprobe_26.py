@@ -18,6 +18,7 @@ Install mindstudio-probe 26.0 or newer where SGLang runs.
 
 from __future__ import annotations
 
+from rlpatch import testing
 from rlpatch.lint import versions_family
 from rlpatch.lint.rule import Case, LintContext, LintRule
 
@@ -25,8 +26,8 @@ _RUN0 = (
     "python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=sglang \\\n"
     "    +actor_rollout_ref.rollout.engine_kwargs.sglang.msprobe_dump_config=dump.json\n"
 )
-_SGLANG_0_5_11_MSPROBE_26_2 = versions_family.case_root("targets/sglang-0.5.11-msprobe-26.2")
-_SGLANG_0_5_11_MSPROBE_8_3 = versions_family.case_root("targets/sglang-0.5.11-msprobe-8.3")
+_SGLANG_0_5_11_MSPROBE_26_2 = testing.case_root("targets/sglang-0.5.11-msprobe-26.2")
+_SGLANG_0_5_11_MSPROBE_8_3 = testing.case_root("targets/sglang-0.5.11-msprobe-8.3")
 
 
 class SglangNeedsMsprobe26(LintRule):

@@ -19,6 +19,7 @@ vLLM-Ascend to 0.12 or newer to dump.
 
 from __future__ import annotations
 
+from rlpatch import testing
 from rlpatch.lint import versions_family
 from rlpatch.lint.rule import Case, LintContext, LintRule
 
@@ -30,9 +31,9 @@ _RUN1 = (
     "python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm \\\n"
     "    +actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config.dump_config=dump.json\n"
 )
-_VLLM_ASCEND_0_11_0 = versions_family.case_root("targets/vllm-ascend-0.11.0")
-_VLLM_ASCEND_0_12_0 = versions_family.case_root("targets/vllm-ascend-0.12.0")
-_VLLM_ASCEND_0_13_0 = versions_family.case_root("targets/vllm-ascend-0.13.0")
+_VLLM_ASCEND_0_11_0 = testing.case_root("targets/vllm-ascend-0.11.0")
+_VLLM_ASCEND_0_12_0 = testing.case_root("targets/vllm-ascend-0.12.0")
+_VLLM_ASCEND_0_13_0 = testing.case_root("targets/vllm-ascend-0.13.0")
 
 
 class VllmAscendDumpKey(LintRule):

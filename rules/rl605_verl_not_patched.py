@@ -31,6 +31,7 @@ Apply the patches to the tree that will run: `rlpatch apply --mode consistency -
 
 from __future__ import annotations
 
+from rlpatch import testing
 from rlpatch.lint import versions_family
 from rlpatch.lint.rule import Case, LintContext, LintRule
 
@@ -39,14 +40,14 @@ _RUN0 = (
     "    +actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config.dump_config_path=dump.json\n"
 )
 _SGLANG_RUN = "export MSPROBE_SGLANG_CONFIG=dump.json\npython3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=sglang\n"
-_UNPATCHED_SGLANG = versions_family.case_root("sglang_runner")
+_UNPATCHED_SGLANG = testing.case_root("sglang_runner")
 _RUN1 = (
     "export DUMP_ON=1 PROMPTS_ONLY=1\n"
     "python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm \\\n"
     "    +actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config.dump_config_path=dump.json\n"
 )
-_UNPATCHED_VERL = versions_family.case_root("verl_engine")
-_UNPATCHED_VLLM_ASCEND = versions_family.case_root("vllm_ascend_runner")
+_UNPATCHED_VERL = testing.case_root("verl_engine")
+_UNPATCHED_VLLM_ASCEND = testing.case_root("vllm_ascend_runner")
 
 
 class VerlNotPatched(LintRule):
@@ -56,7 +57,7 @@ class VerlNotPatched(LintRule):
     summary = "the run needs an rlpatch patch (verl engine, SGLang ModelRunner) the target tree lacks"
 
     VALID = (
-        Case(_RUN0, options={"verl_root": versions_family.case_root("verl_engine")}),
+        Case(_RUN0, options={"verl_root": testing.case_root("verl_engine")}),
         Case(_RUN0.replace("vllm", "sglang").replace("sglang.additional_config.dump_config_path", "sglang.msprobe_dump_config"),
              options={"extra": {"sglang_root": _UNPATCHED_SGLANG}}, note="the native key needs no patch (RL601 checks the version)"),
     )

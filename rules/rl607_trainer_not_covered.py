@@ -7,7 +7,7 @@ is not covered by the patched set on the target verl.
 
 ## Why
 
-A patch only counts if the code it changes runs (spec patches.md section 8). From verl 0.9.0
+A patch only counts if the code it changes runs. From verl 0.9.0
 `trainer.use_v1` defaults to true and `verl.trainer.main_ppo` runs the v1 `PPOTrainer`, not
 `RayPPOTrainer.fit`; the fully-async entry point (`fully_async_main`) runs `FullyAsyncTrainer`
 whatever `trainer.use_v1` says. A tree patched for one trainer and launched with another says
@@ -27,10 +27,11 @@ On verl 0.7.x the legacy workers (`trainer.use_legacy_worker_impl`) are RL606's.
 
 from __future__ import annotations
 
+from rlpatch import testing
 from rlpatch.lint import versions_family
 from rlpatch.lint.rule import Case, LintContext, LintRule
 
-_ROOT = versions_family.case_root("verl_trainers")  # 0.9.1: RayPPOTrainer covered, the v1 trainer not
+_ROOT = testing.case_root("verl_trainers")  # 0.9.1: RayPPOTrainer covered, the v1 trainer not
 _RUN = (
     "export DUMP_ON=1 PROMPTS_ONLY=1\n"
     "python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm \\\n"

@@ -15,7 +15,7 @@ warning containing `skipping debug metrics` and return the metrics with zero val
 
 ## Versions
 
-Spec: patches.md section 4 (debug-metrics skip). Anchor: the docstring of the top-level function
+Anchor: the docstring of the top-level function
 `calculate_debug_metrics` in `verl/utils/debug/metrics.py` (verl 0.6.0 to 0.9.1); the code goes right
 after it. The module has no `import os`: the inserted code imports it first thing in the function
 (bound before any use, so it cannot shadow a later use) and uses the module's `logger`.

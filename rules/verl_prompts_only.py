@@ -16,7 +16,7 @@ tokens, right before the trainer decides between bypass mode and recomputing `ol
 
 ## Versions
 
-Spec: patches.md section 4 (prompts-only, hybrid). Anchor: in `RayPPOTrainer.fit`, the single
+Anchor: in `RayPPOTrainer.fit`, the single
 `if bypass_recomputing_logprobs:` statement (verl 0.6.1 to 0.9.1); the code goes right before it.
 
 ## Trainer

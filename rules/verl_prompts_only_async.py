@@ -14,7 +14,7 @@ is stored in `batch.meta_info`, and only when the batch has `responses`.
 
 ## Versions
 
-Spec: patches.md section 4 (prompts-only, fully async). Anchor: in `FullyAsyncTrainer._fit_generate`,
+Anchor: in `FullyAsyncTrainer._fit_generate`,
 the single `batch.meta_info["temperature"] = ...` assignment; the code goes right before it.
 The file does not exist before verl 0.8.0 (the policy lived in `recipe/`, outside the wheel).
 

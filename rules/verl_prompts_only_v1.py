@@ -41,7 +41,7 @@ router replay (which pairs `input_ids` with `response_mask`) was not run here.
 From verl 0.9.0 `trainer.use_v1` defaults to true and `main_ppo` runs the v1 `PPOTrainer`
 (`verl/trainer/ppo/v1/trainer_base.py`), not `RayPPOTrainer.fit`: the trim of `verl-prompts-only`
 never runs, training recomputes log-probs on prompt plus response, and the consistency dump cannot
-be paired with the inference prefill (spec patches.md section 8).
+be paired with the inference prefill.
 
 ## Versions
 

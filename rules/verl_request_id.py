@@ -19,7 +19,7 @@ downstream knows it.
 
 ## Versions
 
-Spec: patches.md section 4 (request id). Three anchor generations, located by structure:
+Three anchor generations, located by structure:
 - 0.7.x `verl/experimental/agent_loop/agent_loop.py`, `AsyncLLMServerManager.generate`,
   `request_id=uuid4().hex`;
 - 0.8.x `verl/workers/rollout/llm_server.py`, `LLMServerClient.generate`, `request_id=uuid4().hex`;
@@ -163,6 +163,7 @@ class VerlRequestId(VerlConsistencyRule):
 def _assigned_name(statement: cst.BaseStatement) -> str:
     assert isinstance(statement, cst.SimpleStatementLine)
     small = statement.body[0]
-    target = small.targets[0].target if isinstance(small, cst.Assign) else small.target  # type: ignore[union-attr]
+    assert isinstance(small, (cst.Assign, cst.AnnAssign, cst.AugAssign))
+    target = small.targets[0].target if isinstance(small, cst.Assign) else small.target
     assert isinstance(target, cst.Name)
     return target.value

@@ -15,7 +15,7 @@ stores `global_steps` into `final_output.extra_fields`, the patch copies the las
 
 ## Versions
 
-Spec: patches.md section 4 (request id, fully async). The class lives in
+The class lives in
 `verl/experimental/fully_async_policy/fully_async_rollouter.py` in 0.8.x and in
 `verl/workers/rollout/llm_server.py` from 0.9.0; the file without the class gets no edit.
 Anchor: in `FullyAsyncLLMServerClient.generate`, the single
@@ -116,11 +116,15 @@ def _assigned_name(statement: cst.BaseStatement) -> str:
     name = m.SaveMatchedNode(m.Name(), "name")
     assign = m.extract(statement, m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(target=name)])]))
     assert assign is not None
-    return assign["name"].value  # type: ignore[union-attr]
+    name_node = assign["name"]
+    assert isinstance(name_node, cst.Name)  # extract gives a node or a sequence; a Name was matched
+    return name_node.value
 
 
 def _subscripted_name(statement: cst.BaseStatement) -> str:
     found = m.extract(statement, m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(target=m.Subscript(
         value=m.Attribute(value=m.SaveMatchedNode(m.Name(), "name"))))])]))
     assert found is not None
-    return found["name"].value  # type: ignore[union-attr]
+    name_node = found["name"]
+    assert isinstance(name_node, cst.Name)  # extract gives a node or a sequence; a Name was matched
+    return name_node.value

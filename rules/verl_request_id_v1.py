@@ -130,11 +130,15 @@ def _appended_name(statement: cst.BaseStatement) -> str:
     found = m.extract(statement, m.SimpleStatementLine(body=[m.Expr(value=m.Call(
         args=[m.Arg(value=m.SaveMatchedNode(m.Name(), "name"))]))]))
     assert found is not None
-    return found["name"].value  # type: ignore[union-attr]
+    name_node = found["name"]
+    assert isinstance(name_node, cst.Name)  # extract gives a node or a sequence; a Name was matched
+    return name_node.value
 
 
 def _subscripted_name(statement: cst.BaseStatement) -> str:
     found = m.extract(statement, m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(
         target=m.Subscript(value=m.SaveMatchedNode(m.Name(), "name")))])]))
     assert found is not None
-    return found["name"].value  # type: ignore[union-attr]
+    name_node = found["name"]
+    assert isinstance(name_node, cst.Name)  # extract gives a node or a sequence; a Name was matched
+    return name_node.value

@@ -14,7 +14,7 @@ tokens, so at the start of the function the batch is returned unchanged with no 
 
 ## Versions
 
-Spec: patches.md section 4 (rollout-correction skip). Anchor: the docstring of the top-level function
+Anchor: the docstring of the top-level function
 `compute_rollout_correction_and_add_to_batch` in `verl/trainer/ppo/rollout_corr_helper.py` (verl
 0.6.1 to 0.9.1); the code goes right after it. The module has no `import os`: the inserted code
 imports it first thing in the function.

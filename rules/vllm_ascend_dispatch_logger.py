@@ -317,7 +317,7 @@ def _phase(attn_state, requests):
 # ---------------------------------------------------------------------------------------------
 
 
-def _assigns_debugger(value: m.BaseExpressionMatcher) -> m.SimpleStatementLine:
+def _assigns_debugger(value: m.BaseExpressionMatchType) -> m.SimpleStatementLine:
     return m.SimpleStatementLine(
         body=[m.Assign(targets=[m.AssignTarget(target=self_attribute("debugger"))], value=value)]
     )

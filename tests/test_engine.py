@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from conftest import ENGINE_RULES, run_cli, run_rlpatch, snapshot
 
+from rlpatch.testing import paused_cli
+
 FSDP = "verl/workers/engine/fsdp/transformer_impl.py"
 MEGATRON = "verl/workers/engine/megatron/transformer_impl.py"
 
@@ -267,8 +269,7 @@ def test_sigkill_during_apply_leaves_whole_files_and_revert_recovers(tree):
     pristine = snapshot(tree)
     originals = {rel: (tree / rel).read_bytes() for rel in (FSDP, MEGATRON)}
     process = subprocess.Popen(
-        [sys.executable, "-m", "rlpatch.cli", "apply", "--verl-root", str(tree)],
-        env={**os.environ, "RLPATCH_TEST_PAUSE_BETWEEN_WRITES": "30"},
+        paused_cli(30, "apply", "--verl-root", str(tree)),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -289,8 +290,7 @@ def test_sigkill_during_apply_leaves_whole_files_and_revert_recovers(tree):
 
 def test_interrupted_apply_is_rolled_back_before_the_next_apply(tree):
     process = subprocess.Popen(
-        [sys.executable, "-m", "rlpatch.cli", "apply", "--verl-root", str(tree)],
-        env={**os.environ, "RLPATCH_TEST_PAUSE_BETWEEN_WRITES": "30"},
+        paused_cli(30, "apply", "--verl-root", str(tree)),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

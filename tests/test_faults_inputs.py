@@ -68,7 +68,7 @@ def one_line_errors(proc: subprocess.CompletedProcess) -> list[str]:
 @contextmanager
 def alarm(seconds: int) -> Iterator[None]:
     """Fail (TimeoutError) instead of hanging when the body runs longer than `seconds`."""
-    def expire(signum, frame):  # noqa: ANN001 - signal handler signature
+    def expire(signum: int, frame: object) -> None:
         raise TimeoutError(f"still running after {seconds} s")
 
     previous = signal.signal(signal.SIGALRM, expire)

@@ -31,6 +31,8 @@ from conftest import FIXTURES, run_cli, snapshot
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from rlpatch.testing import paused_cli
+
 FSDP = "verl/workers/engine/fsdp/transformer_impl.py"
 MEGATRON = "verl/workers/engine/megatron/transformer_impl.py"
 KILL_TRIALS = 60  # per command (apply, revert); two in three aimed at the transaction
@@ -191,8 +193,7 @@ def test_sigkill_of_a_real_process_and_of_the_recovery(tmp_path, states):
     tree = tmp_path / "real"
     shutil.copytree(pristine_tree, tree)
     process = subprocess.Popen(
-        [sys.executable, "-m", "rlpatch.cli", "apply", "--verl-root", str(tree)],
-        env={**os.environ, "RLPATCH_TEST_PAUSE_BETWEEN_WRITES": "0.3"},
+        paused_cli(0.3, "apply", "--verl-root", str(tree)),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

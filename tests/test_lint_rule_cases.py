@@ -8,8 +8,9 @@ import pkgutil
 import pytest
 
 from rlpatch import rules
-from rlpatch.lint.engine import lint_case, rule_classes
+from rlpatch.lint.engine import rule_classes
 from rlpatch.lint.rule import LintRule
+from rlpatch.testing import lint_case
 
 CASES = [
     pytest.param(cls, kind, case, id=f"{cls.code}-{kind}-{index}")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from rlpatch.lint.engine import lint_path, select_rules
 from rlpatch.lint.rule import LintOptions
-from rlpatch.lint.versions_family import case_root
+from rlpatch.testing import case_root
 
 SCRIPT = ("export MSPROBE_SGLANG_CONFIG=sg.json\n"
           "python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=sglang \\\n"

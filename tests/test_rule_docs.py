@@ -15,7 +15,7 @@ from conftest import run_cli
 
 from rlpatch import registry
 from rlpatch.lint import docs, docs_site
-from rlpatch.lint.rule import FIXTURES_ROOT
+from rlpatch.testing import FIXTURES_ROOT
 
 ROOT = Path(__file__).resolve().parent.parent
 LINT_CODES = [cls.code for cls in registry.lint_rule_classes()]

@@ -3,7 +3,7 @@
 Per step (and verl stage) the rank folders found against the ranks expected: the run's world size
 (training) or rollout TP (inference), narrowed by the msprobe config's `rank` list, when `--script`
 gives the launch script (read through the front end and the run model, as `lint` reads it);
-otherwise the ranks 0..max found, so a gap still shows. Plus the problems the spec lists: bad
+otherwise the ranks 0..max found, so a gap still shows. Plus these problems: bad
 `dump.json`, `proc{pid}` folders, `step_unknown`, a training-tool config whose `step` is not `[]`, a
 missing dispatch log, and what the pid folders' logs say (`processes`): logged steps without their
 folders and the reverse, a restart (several pids for one rank, one after another) as opposed to
@@ -58,7 +58,7 @@ class StepReport:
 def expectation_from_script(path: str, mode: str | None, side: str) -> Expectation:
     """Read `path` with the front end; `side` is "training" or "inference" (which config applies)."""
     source = SourceFile.read(path)
-    runs = [Run.from_launch(launch, source.path, NEWEST_VERL, mode) for launch in evaluate_source(source).launches]  # type: ignore[arg-type]
+    runs = [Run.from_launch(launch, source.path, NEWEST_VERL, mode) for launch in evaluate_source(source).launches]  # type: ignore[arg-type]  # mode is a str holding a Mode
     if not runs:
         raise InputError(f"{path}: no verl launch found in the script")
     run = runs[0]

@@ -1,4 +1,4 @@
-"""The exact `msprobe compare` argv for one pair (spec `dumps.md` section 4).
+"""The exact `msprobe compare` argv for one pair.
 
 msprobe checks every argument that starts with `-` against an allow-list: `--backend=fsdp` fails
 (exit 1) and `--target-path`/`--golden-path` fail (exit 2), so the flags are separate tokens, the

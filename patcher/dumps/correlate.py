@@ -1,4 +1,4 @@
-"""Pair training and inference dumps through request ids (spec `dumps.md` section 3).
+"""Pair training and inference dumps through request ids.
 
 An inference record is usable when it is a prefill that ran exactly one request, new in that step;
 its id, normalised (vLLM >= 0.14's `-{8 hex}` suffix and PD disaggregation's `_P` stripped), is

@@ -1,6 +1,6 @@
 """Read a folder of msprobe output without loading a tensor: which steps, ranks, pids and logs it holds.
 
-The layouts (spec `dumps.md` section 2), all found by folder names only:
+The layouts, all found by folder names only:
 - `{root}/step{N}/rank{R}/` (vLLM-Ascend native, SGLang, the training side of our engine patch)
 - `{root}/{pid}/step{N}/rank{R}/` and `{root}/{pid}/dispatch_log.jsonl` (vLLM-Ascend + dispatch logger:
   msprobe itself writes `{dump_path}/step{N}/rank{R}/`; the logger moves each process's dump path into

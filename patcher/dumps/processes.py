@@ -34,9 +34,9 @@ class ProcessLog:
     ids: dict[tuple[str, int], list[int]] = field(default_factory=dict)  # (request id, rank) -> steps
 
     def overlaps(self, other: ProcessLog) -> bool:
-        if None in (self.first, self.last, other.first, other.last):
+        if self.first is None or self.last is None or other.first is None or other.last is None:
             return False
-        return self.first <= other.last and other.first <= self.last  # type: ignore[operator]
+        return self.first <= other.last and other.first <= self.last
 
 
 @dataclass

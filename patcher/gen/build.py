@@ -238,10 +238,10 @@ def _prove(new_path: str, text: str, plan: Plan, extra: list[str], options: Opti
                              f"{launch.command_span} (the launch cannot be located statically): nothing written")
         for switch in plan.env:
             value = launch.env.get(switch.name)
-            text = None if value is None else word_text(value.first())
-            if value is None or (text is not None and text != switch.value):
+            value_text = None if value is None else word_text(value.first())
+            if value is None or (value_text is not None and value_text != switch.value):
                 raise InputError(f"{switch.name}={switch.value} does not reach the verl launch at {launch.command_span} "
-                                 f"(the script sets {text!r}): nothing written")
+                                 f"(the script sets {value_text!r}): nothing written")
 
 
 def _expanded(texts: list[str], new_path: str) -> list[str]:

@@ -1,4 +1,4 @@
-"""consistency mode (spec gen.md section 5): rlpatch's training-engine patch plus the vLLM-Ascend
+"""consistency mode: rlpatch's training-engine patch plus the vLLM-Ascend
 inference dump, with one prompt, one mini-batch, no gradient accumulation and matching parallel
 layouts, so that every training rank's forward pairs with one inference prefill.
 

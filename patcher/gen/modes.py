@@ -1,4 +1,4 @@
-"""The per-mode, per-version tables of gen (spec gen.md sections 3 to 5), applied to one launch.
+"""The per-mode, per-version tables of gen, applied to one launch.
 
 Each `plan_*` function reads the launch's effective settings (`Facts`) and returns a `Plan`: the
 overrides with the reason for each, the environment switches, the msprobe configs and the next

@@ -66,9 +66,10 @@ def ints(ctx: LintContext, *keys: str) -> list[tuple[int, Setting]] | None:
     if ctx.unresolved(*settings):
         return None
     values = [s.as_int() for s in settings]
-    if any(v is None for v in values):
+    known = [v for v in values if v is not None]
+    if len(known) != len(values):
         return None
-    return list(zip(values, settings, strict=False))  # type: ignore[arg-type]
+    return list(zip(known, settings, strict=False))
 
 
 def pick(*settings: Setting) -> Setting:

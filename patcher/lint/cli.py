@@ -147,6 +147,8 @@ def _groups(files: tuple[str, ...], no_config: bool) -> list[tuple[dict[str, Any
     """Files grouped by the [tool.rlpatch] table that applies to them (in command-line order)."""
     groups: dict[str | None, tuple[dict[str, Any], list[str]]] = {}
     for path in files:
+        key: str | None
+        table: dict[str, Any]
         if no_config:
             key, table = None, {}
         else:

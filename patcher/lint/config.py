@@ -9,6 +9,7 @@ finding, `rlpatch.lint.docs.docs_url`). Command-line options override it.
 from __future__ import annotations
 
 import os
+import sys
 from functools import lru_cache
 from typing import Any
 
@@ -19,11 +20,11 @@ KNOWN_KEYS = {"select", "ignore", "fail_on", "mode", "verl_version", "verl_root"
 
 
 def _toml_loads(text: str) -> dict[str, Any]:
-    try:
-        import tomllib  # Python 3.11+
-    except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
         try:
-            import tomli as tomllib  # type: ignore[no-redef]
+            import tomli as tomllib
         except ModuleNotFoundError:  # never silently {}: the table would be ignored
             raise ValueError("reading TOML on Python < 3.11 needs the tomli package: pip install tomli") from None
     return tomllib.loads(text)

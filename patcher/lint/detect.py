@@ -1,4 +1,4 @@
-"""`rlpatch detect`: the run model of each script, as text or as the JSON contract of issue 5."""
+"""`rlpatch detect`: the run model of each script, as text or as a stable JSON contract."""
 
 from __future__ import annotations
 

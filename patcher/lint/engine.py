@@ -15,7 +15,7 @@ from typing import Iterator, NamedTuple, Union
 
 from rlpatch import registry
 from rlpatch.errors import InputError
-from rlpatch.lint.rule import SEVERITY_RANK, Case, FileContext, Finding, LintContext, LintOptions, LintRule, Skipped
+from rlpatch.lint.rule import SEVERITY_RANK, FileContext, Finding, LintContext, LintOptions, LintRule, Skipped
 from rlpatch.shell import Evaluation, Evaluator, Options, SourceFile, parse_file
 from rlpatch.shell.model import Run
 from rlpatch.shell.source import Span
@@ -138,7 +138,7 @@ def lint_source(source: SourceFile, options: LintOptions, rules: Rules) -> FileR
     """Lint one script already read; raises InputError for an unreadable script."""
     parsed = parse_file(source)
     evaluation = Evaluator(Options(env=dict(options.env), args=list(options.args))).evaluate(source, parsed)
-    runs = [Run.from_launch(launch, source.path, options.verl_version, options.mode)  # type: ignore[arg-type]
+    runs = [Run.from_launch(launch, source.path, options.verl_version, options.mode)  # type: ignore[arg-type]  # LintOptions.mode is a str holding a Mode
             for launch in evaluation.launches]
     if isinstance(rules, RuleSet):
         rules = rules.for_modes(frozenset(run.mode for run in runs))
@@ -328,7 +328,7 @@ def _lint_forked(tasks: list[LintTask], stdin_text: bytes | None, workers: int) 
             except ChildProcessError:
                 pass
         gc.unfreeze()
-    return results  # type: ignore[return-value]
+    return results  # type: ignore[return-value]  # every slot is filled above, or an error was raised
 
 
 def exit_code(results: list[FileResult], fail_on: str, exit_zero: bool) -> int:
@@ -410,36 +410,5 @@ def _statement_lines(root) -> list[tuple[int, int]]:
     return lines
 
 
-# ---- running a rule's own cases (tests, `rlpatch rule`) -----------------------------------------
-def lint_case(rule_cls: type[LintRule], case: Case, directory: str | None = None) -> list[Finding]:
-    """Lint one Case in a temporary directory with only `rule_cls` selected; its findings."""
-    import tempfile
-
-    with tempfile.TemporaryDirectory(prefix="rlpatch-case-") as tmp:
-        base = directory or tmp
-        for name, text in case.files.items():
-            target = os.path.join(base, name)
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            with open(target, "w", encoding="utf-8") as handle:
-                handle.write(text)
-        script = os.path.join(base, "run.sh")
-        with open(script, "w", encoding="utf-8") as handle:
-            handle.write(case.script)
-        options = case_options(case)
-        result = lint_path(script, options, [rule_cls()])
-        if result.error:
-            raise AssertionError(result.error)
-        return [f for f in result.findings if f.code == rule_cls.code]
-
-
-def case_options(case: Case) -> LintOptions:
-    values = dict(case.options)
-    if "verl_version" in values and isinstance(values["verl_version"], str):
-        values["verl_version"] = Version.parse(values["verl_version"])
-    if "allow_level" in values:
-        values["allow_level"] = frozenset(values["allow_level"])
-    return LintOptions(**values)
-
-
-__all__ = ["CodeFilter", "FileResult", "LintTask", "RuleSet", "Span", "exit_code", "lint_case", "lint_path", "lint_paths", "lint_source",
+__all__ = ["CodeFilter", "FileResult", "LintTask", "RuleSet", "Span", "exit_code", "lint_path", "lint_paths", "lint_source",
            "rule_by_code", "rule_classes", "select_rules"]

@@ -109,11 +109,3 @@ def report(ctx: LintContext, code: str) -> None:
             message = message.replace(_record(override).text, f"{override.prefix}{override.key}=...")
         at = override.arg.sub_span(problem.start, max(problem.end, problem.start + 1))
         ctx.report(message, at=at, related=override.related())
-
-
-def case_options(**more: object) -> dict[str, object]:
-    """Options for the RL3xx rule cases: the small verl-shaped config tree of the repository's
-    fixtures (a verl 0.9.1 look-alike), so that the cases run without downloading verl."""
-    from rlpatch.lint.versions_family import case_root
-
-    return {"verl_root": case_root("verl_mini"), **more}

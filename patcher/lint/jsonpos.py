@@ -13,7 +13,7 @@ import bisect
 import json
 import re
 from dataclasses import dataclass
-from json.decoder import scanstring
+from json.decoder import scanstring  # type: ignore[attr-defined]  # CPython defines it there; typeshed omits it
 from typing import Any
 
 Path = tuple[str | int, ...]

@@ -2,8 +2,8 @@
 
 A bad config.json is found by msprobe only on the cluster, when `PrecisionDebugger(config_path=...)`
 runs inside a worker (or, for path rules, at the first dumped step). The rules here mirror what
-mindstudio-probe 26.2.0 itself accepts (shared/spec/msprobe-config.md, corrected where msprobe
-disagrees; a differential test asks msprobe for hundreds of generated configs):
+mindstudio-probe 26.2.0 itself accepts (a differential test asks msprobe for hundreds of generated
+configs):
 
 - RL501 not JSON / unreadable;            - RL502 a field has a value msprobe rejects;
 - RL503 a cross-field rule is broken;      - RL504 a path rule is broken;

@@ -55,6 +55,7 @@ def options_for(reference: Reference, run: Run) -> Options:
     from rlpatch.lint.msprobe_schema import Options
 
     mode = run.mode
+    file_mode: str | None
     if reference.role == "training":
         file_mode = "training"
     elif mode == "consistency":
@@ -107,7 +108,7 @@ def report_missing(ctx: LintContext) -> None:
 def report(ctx: LintContext, code: str) -> None:
     for finding, reference in run_findings(ctx):
         if finding.code == code:
-            ctx.report(finding.message, at=_span(finding), severity=finding.severity,  # type: ignore[arg-type]
+            ctx.report(finding.message, at=_span(finding), severity=finding.severity,  # type: ignore[arg-type]  # ConfigFinding.severity is a str holding a Severity
                        related=[reference.span])
 
 
@@ -124,7 +125,7 @@ def lint_config_file(path: str, rules: Iterable[LintRule]) -> list[Finding]:
     codes = {rule.code for rule in rules}
     found = check_bytes(read_config(path), path, Options())
     return sorted(
-        (Finding(f.code, f.severity, f.message, _span(f)) for f in found if f.code in codes),  # type: ignore[arg-type]
+        (Finding(f.code, f.severity, f.message, _span(f)) for f in found if f.code in codes),  # type: ignore[arg-type]  # ConfigFinding.severity is a str holding a Severity
         key=Finding.sort_key,
     )
 

@@ -185,7 +185,7 @@ class RuleChecks(ConfigWalker):
         world = self.options.world_size
         if not world or not isinstance(ranks, list) or not ranks:
             return
-        listed = set()
+        listed: set[int] = set()
         for element in ranks:
             if step_rank_element_problem(element):
                 return

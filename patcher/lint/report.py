@@ -10,7 +10,7 @@ the invocation unsuccessful.
 from __future__ import annotations
 
 import os
-from typing import Callable, TextIO
+from typing import Any, Callable, Mapping, TextIO
 
 from rlpatch import __version__
 from rlpatch.errors import RlpatchError
@@ -24,7 +24,7 @@ SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
 
 def finding_dict(finding: Finding) -> dict:
-    """The JSON contract of issue 5 (one object per finding), with the rule page's `url`."""
+    """The stable JSON object of one finding (`--format json`), with the rule page's `url`."""
     span = finding.span
     return {"code": finding.code, "severity": finding.severity, "message": finding.message, "file": span.file,
             "line": span.line, "column": span.column, "end_line": span.end_line, "end_column": span.end_column,
@@ -60,13 +60,13 @@ def _headline(f: Finding, color: bool) -> str:
     return f"{place} {code} {f.message}\n"
 
 
-def use_color(choice: str, to_terminal: bool, environ: dict[str, str] | None = None) -> bool:
+def use_color(choice: str, to_terminal: bool, environ: Mapping[str, str] | None = None) -> bool:
     """`--color auto|always|never`: auto colours a terminal unless NO_COLOR is set (no-color.org);
     the option given on the command line wins over NO_COLOR."""
     if choice != "auto":
         return choice == "always"
-    environ = os.environ if environ is None else environ
-    return to_terminal and not environ.get("NO_COLOR")
+    variables = os.environ if environ is None else environ
+    return to_terminal and not variables.get("NO_COLOR")
 
 
 def report_concise(results: list[FileResult], out: TextIO, color: bool = False) -> None:
@@ -212,7 +212,7 @@ def sarif_document(results: list[FileResult]) -> dict:
 
     sarif_results = []
     for f in _findings(results):
-        result = {"ruleId": f.code, "level": level[f.severity], "message": {"text": f.message},
+        result: dict[str, Any] = {"ruleId": f.code, "level": level[f.severity], "message": {"text": f.message},
                   "locations": [location(f.span)]}
         if f.code in index:
             result["ruleIndex"] = index[f.code]

@@ -52,8 +52,6 @@ SEVERITY_LETTER: dict[str, str] = {"error": "E", "warning": "W", "info": "I"}
 SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "error": 2}
 ALL_MODES: frozenset[str] = frozenset({"training", "inference", "consistency", "none"})
 Position = Span  # re-exported for rule modules: a file, 1-based line/column, exclusive end
-# The repository's fixtures: some rule cases run against the small upstream-shaped trees there.
-FIXTURES_ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__)))), "fixtures")
 
 
 # The records below are NamedTuples or plain classes, not dataclasses: every rule module and the

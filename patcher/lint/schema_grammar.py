@@ -118,7 +118,7 @@ def _error_column(text: str) -> int:
     from hydra.grammar.gen.OverrideLexer import OverrideLexer
     from hydra.grammar.gen.OverrideParser import OverrideParser
 
-    class FirstError(ErrorListener):  # type: ignore[misc]
+    class FirstError(ErrorListener):
         column: int | None = None
 
         def syntaxError(self, recognizer: Any, offending: Any, line: int, column: int, msg: str, e: Any) -> None:

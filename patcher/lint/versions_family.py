@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from rlpatch.lint.rule import FIXTURES_ROOT, LintContext, LintOptions, Skipped
+from rlpatch.lint.rule import LintContext, LintOptions, Skipped
 from rlpatch.shell.model import Run, Setting
 from rlpatch.upstream.versions import Version
 
@@ -53,12 +53,14 @@ def _root(options: LintOptions, project: str) -> str | None:
 def _find(options: LintOptions, project: str, roots: dict[str, str | None]) -> Installed:
     from rlpatch.upstream.envprobe import probe, probe_root
 
-    if roots.get(project):
-        return probe_root(project, roots[project])  # type: ignore[arg-type]
+    root = roots.get(project)
+    if root:
+        return probe_root(project, root)
     if project == "mindstudio-probe":
         for neighbour in ("sglang", "vllm-ascend"):
-            if roots.get(neighbour):
-                found = probe_root(project, roots[neighbour])  # type: ignore[arg-type]
+            neighbour_root = roots.get(neighbour)
+            if neighbour_root:
+                found = probe_root(project, neighbour_root)
                 if found.found:
                     return found
     return probe(options.extra.get("python"), (project,))[project]
@@ -146,8 +148,3 @@ def _run_verify(package: str, arguments: dict[str, Any]) -> tuple[list[dict[str,
         return [], f"no {package} tree to check", []
     return ([rule for target in targets for rule in target.get("rules", [])], None,
             [entry for target in targets for entry in target.get("trainers", [])])
-
-
-def case_root(name: str) -> str:
-    """A tree of the repository's fixtures (the rule cases run against them)."""
-    return os.path.join(FIXTURES_ROOT, name)

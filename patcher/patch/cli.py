@@ -21,7 +21,7 @@ from rlpatch.patch import api, transaction
 from rlpatch.patch.engine import Change, RuleReport, Session, set_state
 from rlpatch.patch.rule import PatchRule, Target
 from rlpatch.upstream import trainers as verl_trainers
-from rlpatch.upstream.targets import OPTION_OF, imported_target, target_for_root
+from rlpatch.upstream.targets import OPTION_OF, Package, imported_target, target_for_root
 
 # ---------------------------------------------------------------------------------------------
 # Options shared by every patch command
@@ -69,12 +69,13 @@ def select_rules(mode: str | None, backend: str, rule_ids: str | None, packages_
 
 
 def resolve_targets(options: dict[str, Any], rules: Sequence[PatchRule], quiet: bool = False) -> list[Target]:
-    given = {
+    given: dict[Package, str | None] = {
         "verl": options.get("verl_root"),
         "sglang": options.get("sglang_root"),
         "vllm_ascend": options.get("vllm_ascend_root"),
     }
-    packages = [package for package in ("verl", "sglang", "vllm_ascend") if any(rule.package == package for rule in rules)]
+    every: tuple[Package, ...] = ("verl", "sglang", "vllm_ascend")
+    packages = [package for package in every if any(rule.package == package for rule in rules)]
     if any(given.values()):
         targets = [target_for_root(package, path) for package, path in given.items() if path]
         for target in targets:

@@ -132,7 +132,7 @@ def keyword_argument(anchor: cst.BaseStatement, keyword: str) -> cst.Arg:
     Raises ValueError otherwise: rules call this while locating, to refuse with an AnchorError.
     """
     if not isinstance(anchor, cst.SimpleStatementLine):
-        raise ValueError(f"the statement holding {keyword}= is not a simple statement")  # noqa: TRY004
+        raise ValueError(f"the statement holding {keyword}= is not a simple statement")
     finder = _KeywordArguments(keyword)
     anchor.visit(finder)
     if len(finder.found) != 1:
@@ -163,7 +163,9 @@ def _argument_is_name(anchor: cst.BaseStatement, hoist: KeywordHoist) -> bool:
 
 def _with_argument(statement: cst.BaseStatement, keyword: str, value: cst.BaseExpression) -> cst.BaseStatement:
     argument = keyword_argument(statement, keyword)
-    return statement.deep_replace(argument, argument.with_changes(value=value))  # type: ignore[return-value]
+    replaced = statement.deep_replace(argument, argument.with_changes(value=value))
+    assert isinstance(replaced, cst.BaseStatement)  # an Arg only if `argument` were the statement itself
+    return replaced
 
 
 def _hoisted_assignment(insertion: Insertion) -> tuple[cst.BaseStatement, ...]:
@@ -290,10 +292,10 @@ class _BodyRewriter(cst.CSTTransformer):
         return super().on_visit(node)
 
     def leave_IndentedBlock(self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock) -> cst.IndentedBlock:
-        return self._rebuild(original_node, updated_node)  # type: ignore[return-value]
+        return self._rebuild(original_node, updated_node)  # type: ignore[return-value]  # same kind of block as given
 
     def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
-        return self._rebuild(original_node, updated_node)  # type: ignore[return-value]
+        return self._rebuild(original_node, updated_node)  # type: ignore[return-value]  # same kind of block as given
 
 
 def _moved_leading_lines(

@@ -12,12 +12,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Literal, Sequence
+from typing import TYPE_CHECKING, Iterable, Literal, Sequence
 
 from rlpatch.errors import InputError
 from rlpatch.patch import transaction
-from rlpatch.patch.rule import AnchorError, Insertion, NewFile, PatchRule, Target
+from rlpatch.patch.rule import AnchorError, NewFile, PatchRule, Target
 from rlpatch.patch.transaction import Manifest, Write, sha256
+
+if TYPE_CHECKING:  # edits (and libcst) are imported only when a file must be parsed
+    from rlpatch.patch.edits import Edit
 
 RuleState = Literal["applied", "absent", "partial", "drifted", "not-applicable", "refused"]
 
@@ -99,7 +102,7 @@ class FilePlan:
 
     relative: str
     state: RuleState
-    pending: list[Insertion] = field(default_factory=list)  # insertions apply would add
+    pending: list[Edit] = field(default_factory=list)  # insertions apply would add
     applied_sites: list = field(default_factory=list)  # edits.Site objects in place
     new_file: NewFile | None = None
     detail: str = ""
@@ -280,7 +283,7 @@ def planned_changes(session: Session, reports: Iterable[RuleReport]) -> list[Cha
     """New contents for every file where some selected rule is absent or partial."""
     from rlpatch.patch import edits
 
-    pending: dict[tuple[str, str], list[tuple[str, list[Insertion]]]] = {}
+    pending: dict[tuple[str, str], list[tuple[str, list[Edit]]]] = {}
     changes: list[Change] = []
     for report in reports:
         for plan in report.files:

@@ -32,7 +32,7 @@ class Checkout:
     def head(self) -> str | None:
         try:
             return self.repo.head.commit.hexsha
-        except Exception:  # an empty repository has no HEAD commit
+        except Exception:  # noqa: BLE001 - an empty repository has no HEAD commit
             return None
 
     def dirty(self, paths: Sequence[Path]) -> list[str]:
@@ -63,7 +63,7 @@ class Checkout:
         for variable in ("GIT_AUTHOR_IDENT", "GIT_COMMITTER_IDENT"):
             try:
                 self.repo.git.var(variable)
-            except Exception as err:
+            except Exception as err:  # noqa: BLE001 - any git failure here is a refusal, with git's own last line
                 raise RefusedError(f"--commit: git cannot commit here ({_last_line(err)}); nothing was written") from None
         return [self._commit_file(change) for change in changes]
 
@@ -90,7 +90,7 @@ class Checkout:
         """(bytes, sha) of `relative` in HEAD, or None (no HEAD, or not in it)."""
         try:
             blob = self.repo.head.commit.tree / relative
-        except Exception:  # no HEAD commit, or no such path in it
+        except Exception:  # noqa: BLE001 - no HEAD commit, or no such path in it
             return None
         return blob.data_stream.read(), blob.hexsha
 
@@ -127,7 +127,7 @@ class Checkout:
             git.update_ref("-m", "rlpatch apply --commit", "HEAD", new, *([old] if old else []))
             # The index follows the new HEAD for these files: the user's edits show as unstaged, as before.
             git.reset("-q", "--", *[file.relative for file in files])
-        except Exception as err:
+        except Exception as err:  # noqa: BLE001 - any git failure here is a refusal, with git's own last line
             raise RefusedError(f"git commit failed ({_last_line(err)}); the patch is applied but not committed") from None
         return new
 
@@ -143,7 +143,7 @@ class Checkout:
         """Is commit `sha` in HEAD's history (so that `git revert` can undo it)?"""
         try:
             self.repo.git.merge_base("--is-ancestor", sha, "HEAD")
-        except Exception:
+        except Exception:  # noqa: BLE001 - not an ancestor, or git cannot tell: either way not revertible
             return False
         return True
 
@@ -178,12 +178,14 @@ def checkout_of(root: str) -> Checkout | None:
         return None
     try:
         import git  # gitpython: fails to import when no git binary is installed
-    except Exception:
+    except Exception:  # noqa: BLE001 - whatever gitpython raises at import means no usable git
         return None
     try:
         repo = git.Repo(root, search_parent_directories=True)
+        if repo.working_tree_dir is None:  # a bare repository
+            return None
         toplevel = Path(repo.working_tree_dir).resolve()
-    except Exception:
+    except Exception:  # noqa: BLE001 - not a usable checkout (bare, broken, unreadable): work on the files alone
         return None
     return Checkout(repo, toplevel)
 

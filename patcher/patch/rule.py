@@ -15,12 +15,15 @@ from __future__ import annotations
 import os
 import textwrap
 from dataclasses import dataclass, field
-from typing import ClassVar, Literal, Sequence, Union
+from typing import TYPE_CHECKING, ClassVar, Literal, Sequence, Union
 
 import libcst as cst
 from libcst import matchers as m
 
 from rlpatch.upstream.targets import Package, Target
+
+if TYPE_CHECKING:  # edits imports this module
+    from rlpatch.patch.edits import Edit
 
 Block = Union[cst.Module, cst.IndentedBlock]
 
@@ -121,7 +124,7 @@ class PatchRule:
         """Version gate, decided from the detected version before any file is parsed."""
         return Gate.ok()
 
-    def insertions(self, path: str, module: cst.Module) -> list[Insertion]:
+    def insertions(self, path: str, module: cst.Module) -> Sequence[Edit]:
         """The edits for `path` (one of `files`), located in `module`; raise AnchorError on drift."""
         raise NotImplementedError
 
@@ -148,7 +151,12 @@ def parse_statements(template: str, **substitutions: str) -> tuple[cst.BaseState
     code = textwrap.dedent(template).strip("\n") + "\n"
     for key, value in substitutions.items():
         code = code.replace("{{" + key + "}}", value)
-    return tuple(statement.visit(_UnindentedBlankLines()) for statement in cst.parse_module(code).body)
+    statements = []
+    for statement in cst.parse_module(code).body:
+        unindented = statement.visit(_UnindentedBlankLines())
+        assert isinstance(unindented, cst.BaseStatement)  # the transformer neither removes nor flattens
+        statements.append(unindented)
+    return tuple(statements)
 
 
 class _UnindentedBlankLines(cst.CSTTransformer):

@@ -32,7 +32,7 @@ import time
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from rlpatch.errors import InputError, RefusedError
 from rlpatch.patch import statefiles
@@ -151,7 +151,8 @@ class Manifest:
             return cls(root)
         try:
             raw = statefiles.read_json(path)
-            expect(isinstance(raw, dict), "not a JSON object")
+            if not isinstance(raw, dict):
+                raise Damaged("not a JSON object")
             expect(raw.get("format", MANIFEST_FORMAT) == MANIFEST_FORMAT and type(raw.get("format", 1)) is int,
                     f"format {raw.get('format')!r}, this rlpatch reads format {MANIFEST_FORMAT}")
             files = {name: _file_record(name, record) for name, record in statefiles.json_object(raw, "files").items()}
@@ -333,11 +334,13 @@ class Write:
     mode: int | None = None
 
 
-def _pause_for_tests() -> None:
-    # Test hook: lets the crash-safety test SIGKILL a transaction between two file writes.
-    delay = os.environ.get("RLPATCH_TEST_PAUSE_BETWEEN_WRITES")
-    if delay:
-        time.sleep(float(delay))
+def _nothing() -> None:
+    pass
+
+
+# Called after each file a transaction writes: nothing, unless `rlpatch.testing.pause_between_writes`
+# makes it sleep so that a crash-safety test can SIGKILL the process between two writes.
+after_each_write: Callable[[], None] = _nothing
 
 
 @dataclass(frozen=True)
@@ -467,7 +470,7 @@ def commit(root: str, writes: list[Write], manifest: Manifest, command: str = "r
                 target.unlink(missing_ok=True)
             else:
                 atomic_write(target, write.data, write.mode)
-            _pause_for_tests()
+            after_each_write()
         manifest.save()
         _finish(directory)
     except OSError as err:

@@ -9,10 +9,13 @@ scope, memoising variable-free expressions (their value is the text's alone).
 from __future__ import annotations
 
 import re
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-from rlpatch.shell.pieces import MAX_DEPTH, Scope, word_text
+from rlpatch.shell.pieces import MAX_DEPTH, Scope, Value, word_text
 from rlpatch.shell.source import SourceFile
+
+if TYPE_CHECKING:
+    from rlpatch.shell.words import Expander
 
 _ARITH_TOKEN = re.compile(
     r"\s*(?:(0[xX][0-9a-fA-F]+|[0-9]+#[0-9a-zA-Z]+|[0-9]+)|([A-Za-z_][A-Za-z0-9_]*)|"
@@ -177,6 +180,10 @@ class ArithmeticExpansion:
     src: SourceFile
     scope: Scope
     depth: int
+
+    if TYPE_CHECKING:  # defined by `Expander`
+        def _value(self, name: str) -> Value | None | str: ...
+        def _nested(self) -> Expander: ...
 
     def arith(self, start: int, end: int) -> int | None:
         """Evaluate the arithmetic expression text[start:end]; None when any operand is unknown."""

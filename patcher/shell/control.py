@@ -10,9 +10,15 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from typing import TYPE_CHECKING, Any
 
-from rlpatch.shell.pieces import Value, word_text
+from rlpatch.shell.pieces import Value, Word, word_text
 from rlpatch.shell.results import Arg
+
+if TYPE_CHECKING:
+    from rlpatch.shell.evaluator import PathRun
+    from rlpatch.shell.source import Span
+    from rlpatch.shell.words import Expander
 
 MAX_LOOP_ITEMS = 16
 
@@ -27,6 +33,20 @@ class ScopeReturn(Exception):
 
 class ControlFlow:
     """`&&`/`||`, `if`, `case`, `for`, `[ ]`/`[[ ]]`/`test` for the shell evaluator."""
+
+    if TYPE_CHECKING:  # what the mixin uses of `Shell`, which defines all of it
+        run: PathRun
+        expander: Expander
+        variables: dict[str, Value]
+        positional_words: list[Word]
+
+        def run_node(self, node: Any) -> bool | None: ...
+        def run_block(self, nodes: Any) -> bool | None: ...
+        def text(self, node: Any) -> str: ...
+        def start(self, node: Any) -> int: ...
+        def end(self, node: Any) -> int: ...
+        def node_span(self, node: Any) -> Span: ...
+        def args_of(self, nodes: Any) -> list[Arg]: ...
 
     def decide(self, status: bool | None) -> bool:
         if status is None:
@@ -76,7 +96,9 @@ class ControlFlow:
         return self.run_block(otherwise) if otherwise is not None else True
 
     def _clause(self, clause) -> tuple[list, list]:
-        condition, body, state = [], [], "cond"
+        condition: list = []
+        body: list = []
+        state = "cond"
         for child in clause.children:
             if child.type == "then":
                 state = "body"
@@ -99,7 +121,7 @@ class ControlFlow:
             if any(p is None for p in patterns):
                 plausible.append(body)
                 continue
-            if any(fnmatch.fnmatchcase(subject, p) for p in patterns):  # type: ignore[arg-type]
+            if any(fnmatch.fnmatchcase(subject, p) for p in patterns if p is not None):  # none is None here
                 plausible.append(body)
                 break
         if subject is None and not catch_all:
@@ -170,10 +192,10 @@ class ControlFlow:
                 if op in ("&&", "-a"):
                     return False if a is False or b is False else (None if a is None or b is None else True)
                 return True if a or b else (None if a is None or b is None else False)
-            a, b = self.scalar(left), self.scalar(right)
-            if a is None or b is None:
+            left_text, right_text = self.scalar(left), self.scalar(right)
+            if left_text is None or right_text is None:
                 return None
-            return _compare(op, a, b, double)
+            return _compare(op, left_text, right_text, double)
         if kind in ("word", "string", "raw_string", "simple_expansion", "expansion", "concatenation"):
             value = self.scalar(node)
             return None if value is None else value != ""

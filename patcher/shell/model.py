@@ -57,8 +57,6 @@ class Setting:
     def __eq__(self, other: object) -> bool:
         return self._fields() == other._fields() if isinstance(other, Setting) else NotImplemented
 
-    __hash__ = None  # type: ignore[assignment]
-
     def __repr__(self) -> str:
         return f"Setting({self.describe()!r})"
 
@@ -126,8 +124,6 @@ class EnvVar:
             return NotImplemented
         return (self.name, self.text, self.span, self.how) == (other.name, other.text, other.span, other.how)
 
-    __hash__ = None  # type: ignore[assignment]
-
     def __repr__(self) -> str:
         return f"EnvVar({self.name!r}, {self.text!r}, {self.how!r})"
 
@@ -187,9 +183,9 @@ class Run:
                 elif text is None:
                     run.unknown.append(Unknown(f"argument {' '.join(unknown_descs(arg.word))}", arg.span))
             index += 1
-        for name, value in launch.env.items():
-            run.env[name] = EnvVar(name, word_text(value.first()), value.span or launch.command_span,
-                                   "--env" if value.span and value.span.file == "<env>" else "export")
+        for name, env_value in launch.env.items():
+            run.env[name] = EnvVar(name, word_text(env_value.first()), env_value.span or launch.command_span,
+                                   "--env" if env_value.span and env_value.span.file == "<env>" else "export")
         run._load_config_file()
         return run
 
@@ -393,7 +389,8 @@ class Run:
             return None, used
         product = 1
         for divisor in divisors:
-            product *= divisor  # type: ignore[operator]
+            assert divisor is not None  # checked above
+            product *= divisor
         return (world // product if world % product == 0 else None), used
 
     def ulysses_setting(self, role: str) -> Setting:
@@ -430,7 +427,7 @@ class Run:
     )
 
     def summary(self) -> dict:
-        """The `rlpatch detect` object for this run (the JSON contract of issue 5)."""
+        """The `rlpatch detect` object for this run (a stable JSON contract: `detect --format json`)."""
         mode, why = self.detected_mode()
         backend, backend_why = self.train_backend_why()
         trainer, trainer_why, _ = self.trainer()

@@ -39,8 +39,6 @@ class Override:
     def __eq__(self, other: object) -> bool:
         return self._fields() == other._fields() if isinstance(other, Override) else NotImplemented
 
-    __hash__ = None  # type: ignore[assignment]
-
     def __repr__(self) -> str:
         return f"Override({self.text!r})"
 
@@ -92,7 +90,7 @@ class Override:
 
     def related(self) -> tuple[Span, ...]:
         """Use sites that differ from where the value was written (for findings)."""
-        spans = set()
+        spans: set[Span] = set()
         for piece in self.arg.origins(self._value_start):
             spans.update(piece.chain)
             if piece.via is not None:
@@ -110,7 +108,6 @@ def unquote(text: str) -> str:
 
 def parse_override(arg: Arg) -> Override | None:
     text = arg.text
-    key_text = text
     if text is None:
         # `key=$(...)`: the key is known even when the value is not.
         known = ""
@@ -121,6 +118,8 @@ def parse_override(arg: Arg) -> Override | None:
         if "=" not in known:
             return None
         key_text = known
+    else:
+        key_text = text
     prefix = "~" if key_text.startswith("~") else "++" if key_text.startswith("++") else "+" if key_text.startswith("+") else ""
     body = key_text[len(prefix):]
     key, eq, value = body.partition("=")

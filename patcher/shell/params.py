@@ -10,7 +10,7 @@ default is what runs unless the user gave the environment (`--env`, `--use-env`)
 from __future__ import annotations
 
 import re
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from rlpatch.shell.pieces import (
     MAX_DEPTH,
@@ -18,12 +18,16 @@ from rlpatch.shell.pieces import (
     Fields,
     Piece,
     Scope,
+    Value,
     Word,
     over_limit,
     word_known_prefix_nonempty,
     word_text,
 )
 from rlpatch.shell.source import SourceFile, Span
+
+if TYPE_CHECKING:
+    from rlpatch.shell.words import Expander
 
 # `${X#pattern}` and `${X%pattern}` try every prefix (suffix) length with fnmatch: quadratic in the
 # value's length. On a longer value the result is unknown (a launch script's values are short).
@@ -48,6 +52,13 @@ class ParameterExpansion:
     text: str
     scope: Scope
     depth: int
+
+    if TYPE_CHECKING:  # defined by `Expander` (and `arith_text` by its other mixin, ArithmeticExpansion)
+        def _value(self, name: str) -> Value | None | str: ...
+        def _used(self, word: Word, via: Span) -> Word: ...
+        def _add_word(self, out: Fields, word: Word, quoted: bool, join: bool) -> None: ...
+        def arith_text(self, text: str) -> int | None: ...
+        def _nested(self) -> Expander: ...
 
     def _param(self, start: int, body: int, body_end: int, stop: int, out: Fields, quoted: bool,
                join: bool) -> None:
@@ -151,14 +162,14 @@ class ParameterExpansion:
             elif value is None:
                 state = False
             else:
-                state = True if op[0] != ":" else word_known_prefix_nonempty(value)  # type: ignore[arg-type]
+                state = True if op[0] != ":" else word_known_prefix_nonempty(value)  # type: ignore[arg-type]  # the only str here is "unknown", excluded above
             if state is None:
                 return _unknown(via, whole)
             operand = lambda: self._nested().scalar(operand_start, operand_end)  # noqa: E731
             if op in (":+", "+"):
                 return operand() if state else (Piece("", via),)
             if state:
-                return value  # type: ignore[return-value]
+                return value  # type: ignore[return-value]  # value is a Word here: "unknown" and None are excluded above
             if op in (":?", "?"):
                 return _unknown(via, whole)
             word = operand()
@@ -167,7 +178,7 @@ class ParameterExpansion:
             return word
         if value == "unknown" or value is None:
             return _unknown(via, whole) if value == "unknown" else (Piece("", via),)
-        text = word_text(value)  # type: ignore[arg-type]
+        text = word_text(value)  # type: ignore[arg-type]  # "unknown" and None are excluded above
         if text is None:
             return _unknown(via, whole)
         operand_text = word_text(self._nested().scalar(operand_start, operand_end))

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from rlpatch.errors import InputError
 from rlpatch.shell.source import SourceFile
+
+if TYPE_CHECKING:
+    from tree_sitter import Tree
 
 _NON_ASCII_BYTE = re.compile(rb"[\x80-\xff]")
 
@@ -40,7 +44,9 @@ def _bash_grammar() -> object:
             path = os.path.join(folder, "_binding" + suffix)
             if os.path.isfile(path):
                 loader = importlib.machinery.ExtensionFileLoader("tree_sitter_bash._binding", path)
-                module = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name, loader))
+                module_spec = importlib.util.spec_from_loader(loader.name, loader)
+                assert module_spec is not None  # None only when no loader is given
+                module = importlib.util.module_from_spec(module_spec)
                 loader.exec_module(module)
                 return module.language()
     import tree_sitter_bash
@@ -61,8 +67,8 @@ class ParsedScript:
 
     __slots__ = ("tree", "memo")
 
-    def __init__(self, tree: object) -> None:
-        self.tree = tree  # tree_sitter.Tree
+    def __init__(self, tree: Tree) -> None:
+        self.tree = tree
         # Per-tree memo for the evaluator, keyed by node ids (which are only unique within one tree):
         # what a statement's nodes say does not change from one path of the script to the next.
         self.memo: dict = {}

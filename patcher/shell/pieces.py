@@ -37,7 +37,8 @@ def word_text(word: Sequence[Piece]) -> str | None:
     if len(word) == 1:  # most words are one piece: its text (or None) is the word's
         return word[0][0]
     try:
-        return "".join([piece[0] for piece in word])  # piece[0] is .text (hot path: no attribute lookup)
+        # piece[0] is .text (hot path: no attribute lookup, and no None test: the join's TypeError is it)
+        return "".join([piece[0] for piece in word])  # type: ignore[misc]  # str | None items: see above
     except TypeError:  # a None (unknown) piece
         return None
 
@@ -204,7 +205,7 @@ class Fields:
             if text is None or (" " not in text and "\t" not in text and "\n" not in text):
                 self.add(piece, quoted=False)
                 continue
-            parts = re.split(r"[ \t\n]+", piece.text)
+            parts = re.split(r"[ \t\n]+", text)
             for index, part in enumerate(parts):
                 if index:
                     self.new_field()

@@ -33,8 +33,6 @@ class Arg:
             return NotImplemented
         return self.word == other.word and self.span == other.span
 
-    __hash__ = None  # type: ignore[assignment]  # mutable, compared by value
-
     def __repr__(self) -> str:
         return f"Arg({self.display!r} at {self.span.line}:{self.span.column})"
 
@@ -84,8 +82,6 @@ class Unknown:
         if not isinstance(other, Unknown):
             return NotImplemented
         return (self.what, self.span, self.args) == (other.what, other.span, other.args)
-
-    __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         return f"Unknown({self.what!r}, {self.span!r}, {self.args!r})"

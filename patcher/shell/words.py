@@ -199,13 +199,13 @@ class Expander(ParameterExpansion, ArithmeticExpansion):
             return close
         nxt = text[pos + 1] if pos + 1 < end else ""
         if text.startswith("$((", pos) and pos + 3 <= end:
-            close = find_arith_end(text, pos + 3, end)
-            if close is not None:
-                value = self.arith(pos + 3, close - 2)
-                piece = Piece(None if value is None else str(value), self.src.span(pos, close),
-                              desc="" if value is not None else text[pos:close])
+            arith_end = find_arith_end(text, pos + 3, end)
+            if arith_end is not None:
+                value = self.arith(pos + 3, arith_end - 2)
+                piece = Piece(None if value is None else str(value), self.src.span(pos, arith_end),
+                              desc="" if value is not None else text[pos:arith_end])
                 self._add_word(out, (piece,), quoted, join)
-                return close
+                return arith_end
         if nxt == "(":
             close = find_paren_end(text, pos + 2, end)
             substituted = self.scope.command_substitution(text[pos:close], self.src.span(pos, close))

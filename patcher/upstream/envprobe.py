@@ -108,7 +108,8 @@ def probe(python: str | None, projects: tuple[str, ...] = tuple(PROJECTS)) -> di
 def _installed_from_probe(project: str, raw: dict[str, str | None]) -> Installed:
     from pathlib import Path
 
-    location = Path(raw["location"]) if raw.get("location") else None
+    location_text = raw.get("location")
+    location = Path(location_text) if location_text else None
     version = Version.maybe(raw.get("installed_version"))  # importlib.metadata's answer
     if version is None and location is not None and location.is_dir():
         # A source checkout on PYTHONPATH has no dist-info: fall back to its version file.

@@ -1,7 +1,7 @@
 """Which verl trainer runs a launch, and whether a patched set covers it.
 
 A patch only counts if the code it changes runs, and verl has several trainers whose code paths
-differ (spec patches.md section 8):
+differ:
 
 - `v0`: `RayPPOTrainer.fit` in `verl/trainer/ppo/ray_trainer.py` (DataProto data path), the only
   trainer before 0.9.0; from 0.9.0 it runs only with `trainer.use_v1=False` (`main_ppo_v0`,

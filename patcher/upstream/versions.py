@@ -133,7 +133,8 @@ class Version:
 
     @property
     def minor(self) -> tuple[int, int]:
-        return (self.release + (0, 0))[:2]
+        release = self.release + (0, 0)
+        return release[0], release[1]
 
     @property
     def public(self) -> "Version":

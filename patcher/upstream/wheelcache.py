@@ -128,9 +128,10 @@ def unpacked_tree(project: str, version: str, platform: Platform = None, python_
         return target
 
 
-def fresh_copy(project: str, version: str, destination: str | os.PathLike[str], **kwargs: Platform) -> Path:
+def fresh_copy(project: str, version: str, destination: str | os.PathLike[str], *, platform: Platform = None,
+               python_version: str | None = None) -> Path:
     """A writable copy of the unpacked wheel at `destination` (the pristine cache stays untouched)."""
-    source = unpacked_tree(project, version, **kwargs)
+    source = unpacked_tree(project, version, platform=platform, python_version=python_version)
     destination = Path(destination)
     shutil.copytree(source, destination, ignore=shutil.ignore_patterns(".complete"), symlinks=True)
     return destination

@@ -37,7 +37,7 @@ from typing import Any
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from vllm_twin import from_hf_state_dict  # noqa: E402
+from vllm_twin import from_hf_state_dict
 
 RUNNER_FILE = "vllm_ascend/worker/model_runner_v1.py"
 RUNNER_METHODS = ("_start_dump_data", "_finalize_dump_data", "_finish_msprobe_step")

@@ -1,0 +1,83 @@
+"""Test support: what rule cases and the crash-safety tests need, kept out of the product's code paths.
+
+The rule modules' VALID/INVALID cases run against small upstream-shaped trees in the repository's
+`fixtures/` folder (a wheel does not ship it: those cases run from a checkout only). `lint_case`
+runs one lint case; `paused_cli` is the command line of an rlpatch process that holds each patch
+transaction open between two file writes, so a test can SIGKILL it there.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rlpatch.lint.rule import Case, Finding, LintOptions, LintRule
+
+# The repository's fixtures, next to the package's source folder (patcher/).
+FIXTURES_ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "fixtures")
+
+
+def case_root(name: str) -> str:
+    """A tree of the repository's fixtures (the rule cases run against them)."""
+    return os.path.join(FIXTURES_ROOT, name)
+
+
+def hydra_case_options(**more: object) -> dict[str, object]:
+    """Options for the RL3xx rule cases: the small verl-shaped config tree of the repository's
+    fixtures (a verl 0.9.1 look-alike), so that the cases run without downloading verl."""
+    return {"verl_root": case_root("verl_mini"), **more}
+
+
+def lint_case(rule_cls: type[LintRule], case: Case, directory: str | None = None) -> list[Finding]:
+    """Lint one Case in a temporary directory with only `rule_cls` selected; its findings."""
+    import tempfile
+
+    from rlpatch.lint.engine import lint_path
+
+    with tempfile.TemporaryDirectory(prefix="rlpatch-case-") as tmp:
+        base = directory or tmp
+        for name, text in case.files.items():
+            target = os.path.join(base, name)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with open(target, "w", encoding="utf-8") as handle:
+                handle.write(text)
+        script = os.path.join(base, "run.sh")
+        with open(script, "w", encoding="utf-8") as handle:
+            handle.write(case.script)
+        result = lint_path(script, case_lint_options(case), [rule_cls()])
+        if result.error:
+            raise AssertionError(result.error)
+        return [f for f in result.findings if f.code == rule_cls.code]
+
+
+def case_lint_options(case: Case) -> LintOptions:
+    """The LintOptions a Case's `options` stand for (versions and level sets spelled as plain values)."""
+    from rlpatch.lint.rule import LintOptions
+    from rlpatch.upstream.versions import Version
+
+    values = dict(case.options)
+    if "verl_version" in values and isinstance(values["verl_version"], str):
+        values["verl_version"] = Version.parse(values["verl_version"])
+    if "allow_level" in values:
+        values["allow_level"] = frozenset(values["allow_level"])
+    return LintOptions(**values)
+
+
+def pause_between_writes(seconds: float) -> None:
+    """Make every patch transaction of this process sleep `seconds` after each file it writes."""
+    import time
+
+    from rlpatch.patch import transaction
+
+    transaction.after_each_write = lambda: time.sleep(seconds)
+
+
+_PAUSED_CLI = "import sys; from rlpatch.testing import pause_between_writes; pause_between_writes(float(sys.argv.pop(1))); " \
+              "from rlpatch.cli import main; main()"
+
+
+def paused_cli(seconds: float, *args: str) -> list[str]:
+    """The command line of `rlpatch ARGS` in a new process whose transactions pause between writes."""
+    return [sys.executable, "-c", _PAUSED_CLI, str(seconds), *args]
