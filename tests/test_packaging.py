@@ -155,7 +155,8 @@ def test_python_dash_m_rlpatch() -> None:
     lint = subprocess.run([sys.executable, "-m", "rlpatch", "lint", "-"], input="python3 -m verl.trainer.main_ppo\n",
                           capture_output=True, text=True, timeout=60)
     assert (lint.returncode, lint.stdout) == (0, "All checks passed.\n"), lint.stderr
-    usage = subprocess.run([sys.executable, "-m", "rlpatch", "lint"], capture_output=True, text=True, timeout=60)
+    usage = subprocess.run([sys.executable, "-m", "rlpatch", "lint", "--bogus"], capture_output=True, text=True,
+                           timeout=60)
     assert usage.returncode == 2 and "Usage: rlpatch lint" in usage.stderr
 
 

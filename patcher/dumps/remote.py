@@ -106,7 +106,7 @@ def merge(session: Session, scans: dict[str, NodeAnswer]) -> Merged:
                   "holds": bool(value and value.get("holds")), "pairs": 0, "compared": 0, "error": error,
                   "msprobe": (value or {}).get("msprobe"), "returned_bytes": answer.returned_bytes}
         merged.nodes[node.node_id] = status
-        if error is not None:
+        if error is not None or value is None:
             merged.problems.append(f"node {node.label}: not read ({error}): the dumps on its disk are not compared")
             continue
         if not status["holds"]:
@@ -214,8 +214,9 @@ def compare_pairs(session: Session, merged: Merged, selected: list[int], options
         if node is None:
             holders = merged.holders[selected[index]]
             why = "; ".join(f"node {labels[h].label}: {merged.nodes[h]['error']}" for h in holders)
-            entries[index] = {**_failed(planned[index], options, f"no holder can compare it ({why})"), "node": None}
-            results[index] = _rebuilt(pairs[index], entries[index], None, options.rtol)
+            failed = {**_failed(planned[index], options, f"no holder can compare it ({why})"), "node": None}
+            entries[index] = failed
+            results[index] = _rebuilt(pairs[index], failed, None, options.rtol)
     return [e for e in entries if e is not None], [r for r in results if r is not None]
 
 
