@@ -70,7 +70,10 @@ def test_rlpatch_verdict_equals_msprobe(judged: tuple, monkeypatch: pytest.Monke
     disagreements = []
     for name, path in cases:
         findings = check_file(path, Options(npu=False))
-        ours = is_valid(findings)
+        # Alone, a config without dump_path is an info (verl's precision_debugger tool passes its own
+        # dump_path); the finding says msprobe refuses it anywhere else, which is what the judge does here.
+        no_dump_path = any(f.code == "RL504" and f.message.startswith("no dump_path") for f in findings)
+        ours = is_valid(findings) and not no_dump_path
         truth = verdicts[str(path)]
         if ours != truth["valid"]:
             errors = [f"{f.code} {f.message}" for f in findings if f.severity == "error"]

@@ -191,7 +191,10 @@ def test_rl605_follows_rlpatch_verify(version: str, tmp_path: Path) -> None:
     root = fresh_copy("verl", version, tmp_path / "verl")
     env = "export DUMP_ON=1 PROMPTS_ONLY=1\n"
     dump = "+actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config.dump_config_path=d.json"
-    assert codes(lint(tmp_path, root, NAME, dump, select="RL605", env=env)) == ["RL605"]
+    before = lint(tmp_path, root, NAME, dump, select="RL605", env=env)
+    # One finding for the verl tree (its patches are absent), one for the vLLM-Ascend tree no option named.
+    assert codes(before) == ["RL605", "RL605"]
     applied = run_cli("apply", "--verl-root", str(root), "--mode", "consistency")
     assert applied.exit_code == 0, applied.stderr
-    assert lint(tmp_path, root, NAME, dump, select="RL605", env=env) == []
+    after = lint(tmp_path, root, NAME, dump, select="RL605", env=env)
+    assert len(after) == 1 and after[0] in before  # the verl finding is gone; the vLLM-Ascend one stays
