@@ -11,14 +11,10 @@ marker line, found even when site hooks print other text. Never `-I`/`-E`: they 
 from __future__ import annotations
 
 import json
-import os
 import shlex
-import signal
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass
-from typing import IO
 
 from rlpatch.errors import InputError
 from rlpatch.upstream import target_probe
@@ -69,11 +65,6 @@ class Interpreter:
         return shlex.join(self.argv)
 
 
-# What doctor keeps of a stage's output: its tail (the marker line is the last thing a stage prints).
-# The rest goes to a temporary file, so a target that prints hundreds of megabytes costs no memory.
-OUTPUT_TAIL = 1024 * 1024
-
-
 class Deadline:
     """The time the whole probe may take (`--timeout`): every stage gets what is left of it."""
 
@@ -86,36 +77,6 @@ class Deadline:
         return left if cap is None else min(cap, left)
 
 
-def _tail(handle: IO[bytes]) -> str:
-    handle.seek(0, os.SEEK_END)
-    size = handle.tell()
-    handle.seek(max(0, size - OUTPUT_TAIL))
-    return handle.read().decode("utf-8", errors="replace")
-
-
-def _run_bounded(command: list[str], interpreter: Interpreter, timeout: float) -> subprocess.CompletedProcess:
-    """Run a stage with its output in temporary files (only their tails are read) and its whole process
-    group ended at the timeout (a launcher such as `uv run` starts the interpreter as a child)."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=interpreter.cwd,
-                                   env=dict(interpreter.env) or None, start_new_session=True)
-        try:
-            code = process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            _end_group(process)
-            raise
-        return subprocess.CompletedProcess(command, code, _tail(out), _tail(err))
-
-
-def _end_group(process: subprocess.Popen) -> None:
-    """SIGKILL the stage's own process group (the one it was started in, by PID), then reap it."""
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except OSError:
-        process.kill()
-    process.wait()
-
-
 def run_stage(interpreter: Interpreter, source: str, args: list[str], timeout: float, stage: str) -> dict:
     """Run one stage in the target and return its marker's JSON (InputError when there is none)."""
     command = [*interpreter.argv, "-c", source, *args]
@@ -123,7 +84,7 @@ def run_stage(interpreter: Interpreter, source: str, args: list[str], timeout: f
         raise InputError(f"{interpreter.chosen_by}: {interpreter.display}: no time left for the {stage} probe "
                          "(--timeout)")
     try:
-        done = _run_bounded(command, interpreter, timeout)
+        done = target_probe.run_bounded(command, timeout, interpreter.cwd, dict(interpreter.env))
     except FileNotFoundError:
         raise InputError(f"{interpreter.chosen_by}: {interpreter.argv[0]}: no such interpreter") from None
     except PermissionError:

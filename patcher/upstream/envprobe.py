@@ -64,8 +64,8 @@ def probe_interpreter(python: str, projects: tuple[str, ...] = tuple(PROJECTS)) 
     from rlpatch.upstream import target_probe
 
     try:
-        result = subprocess.run(target_probe.probe_command([python], {name: PROJECTS[name] for name in projects}),
-                                capture_output=True, text=True, timeout=_PROBE_TIMEOUT_S, check=False)
+        result = target_probe.run_bounded(target_probe.probe_command([python], {name: PROJECTS[name] for name in projects}),
+                                          _PROBE_TIMEOUT_S)
     except (OSError, subprocess.TimeoutExpired) as err:
         raise InputError(f"cannot run the target interpreter {python!r}: {err}") from None
     answer = target_probe.read_answer(result.stdout)

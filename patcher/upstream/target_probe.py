@@ -12,8 +12,9 @@ answer is one marker line of JSON, found even when site hooks print other text.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
-from typing import Mapping, Sequence
+from typing import IO, Mapping, Sequence
 
 MARKER = "RLPATCH-PROBE "
 
@@ -103,6 +104,46 @@ def read_answer(stdout: str) -> dict | None:
                 return None
             return answer if isinstance(answer, dict) else None
     return None
+
+
+# What is kept of a probe's output: its tail (the marker line is the last thing a probe prints). The
+# rest goes to a temporary file, so a target that prints hundreds of megabytes costs no memory.
+OUTPUT_TAIL = 1024 * 1024
+
+
+def run_bounded(command: Sequence[str], timeout: float, cwd: str | None = None,
+                env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run a probe in a target with its output in temporary files (only their tails are read) and its
+    whole process group ended at the timeout (a launcher such as `uv run` starts the interpreter as
+    a child). Raises what `subprocess` raises (OSError, TimeoutExpired)."""
+    import tempfile  # here: the lint path imports this module and rarely runs a probe
+
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        process = subprocess.Popen(list(command), stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=cwd,
+                                   env=dict(env) if env else None, start_new_session=True)
+        try:
+            code = process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _end_group(process)
+            raise
+        return subprocess.CompletedProcess(list(command), code, _tail(out), _tail(err))
+
+
+def _tail(handle: IO[bytes]) -> str:
+    handle.seek(0, os.SEEK_END)
+    handle.seek(max(0, handle.tell() - OUTPUT_TAIL))
+    return handle.read().decode("utf-8", errors="replace")
+
+
+def _end_group(process: subprocess.Popen) -> None:
+    """SIGKILL the probe's own process group (the one it was started in, by PID), then reap it."""
+    import signal
+
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except OSError:
+        process.kill()
+    process.wait()
 
 
 def last_words(done: subprocess.CompletedProcess) -> str:

@@ -100,13 +100,8 @@ def _ask_interpreter(python: str, package: Package) -> dict:
     """The probe's answer about `package` in `python`: its "locations", "installed_version" and the
     interpreter's "python" version."""
     try:
-        result = subprocess.run(
-            target_probe.probe_command([python], {DISTRIBUTIONS[package]: package}),
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
-        )
+        result = target_probe.run_bounded(target_probe.probe_command([python], {DISTRIBUTIONS[package]: package}),
+                                          60, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
     except FileNotFoundError:
         raise InputError(f"--python {python}: no such interpreter") from None
     except (OSError, subprocess.TimeoutExpired) as err:
