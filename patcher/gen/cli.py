@@ -13,7 +13,6 @@ import difflib
 import json
 import os
 import shlex
-import stat
 import tempfile
 
 import click
@@ -23,7 +22,7 @@ from rlpatch.errors import InputError
 from rlpatch.gen.build import Generated, generate
 from rlpatch.gen.modes import Request
 from rlpatch.gen.plan import ApplyStep, Targets
-from rlpatch.shell import env_assignments
+from rlpatch.shell import env_assignments, file_kind
 from rlpatch.shell.defaults import NEWEST_VERL
 from rlpatch.upstream.envprobe import probe, probe_root
 from rlpatch.upstream.versions import Version
@@ -178,10 +177,6 @@ def gen_cmd(ctx: click.Context, mode: str, script: str, out, config_dir, dump_ro
     return 1 if failing else 0
 
 
-_SPECIAL_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-                  (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
-
-
 def _output_problem(path: str, script: str) -> str | None:
     """Why gen must not write `path`, or None: an output replaces only a regular file that is not
     the input script (compared by device and inode: a symlink or hard link to it is it too)."""
@@ -191,9 +186,9 @@ def _output_problem(path: str, script: str) -> str | None:
         return None  # new (or a dangling symlink, which the rename replaces)
     except OSError as err:
         return f"cannot check it ({err.strerror or err})"
-    if not stat.S_ISREG(info.st_mode):
-        kind = next((name for test, name in _SPECIAL_KINDS if test(info.st_mode)), "not a regular file")
-        return f"is {kind}; gen writes only regular files" if kind.startswith("a ") else kind
+    kind = file_kind(info.st_mode)
+    if kind is not None:
+        return f"is {kind}; gen writes only regular files"
     if os.path.samestat(info, os.stat(script)):
         return f"is the input script {script}; gen never replaces its input"
     return None

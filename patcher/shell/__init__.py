@@ -22,13 +22,13 @@ from rlpatch.shell.launch import Launch
 from rlpatch.shell.parse import ParsedScript, parse_file
 from rlpatch.shell.pieces import Piece, Value, Word, word_text
 from rlpatch.shell.results import Arg, Evaluation, Unknown
-from rlpatch.shell.source import SourceFile, Span
+from rlpatch.shell.source import SourceFile, Span, file_kind
 
 MAY_IMPORT: tuple[str, ...] = ("errors", "upstream")
 
 __all__ = [
     "Arg", "Evaluation", "Evaluator", "Launch", "Options", "ParsedScript", "Piece", "SourceFile", "Span",
-    "Unknown", "Value", "Word", "env_assignments", "evaluate_source", "parse_file", "word_text",
+    "Unknown", "Value", "Word", "env_assignments", "evaluate_source", "file_kind", "parse_file", "word_text",
 ]
 
 

@@ -25,11 +25,19 @@ _KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat
           (stat.S_ISSOCK, "a socket"))
 
 
+def file_kind(mode: int) -> str | None:
+    """None for a regular file, else what it is ("a directory", "a FIFO", ...), for messages."""
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    return next((name for test, name in _KINDS if test(mode)), "a special file")
+
+
 def _not_regular(path: str, mode: int) -> InputError:
     if stat.S_ISDIR(mode):
         return InputError(f"{path}: is a directory")
-    kind = next((name for test, name in _KINDS if test(mode)), "a special file")
-    return InputError(f"{path}: {kind}, not a regular file (rlpatch reads only regular files)")
+    return InputError(f"{path}: {file_kind(mode)}, not a regular file (rlpatch reads only regular files)")
 
 
 def _limit_text(limit: int) -> str:
