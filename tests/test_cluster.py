@@ -1,89 +1,37 @@
 """`--ray ADDRESS` against a real Ray cluster of three nodes on this machine (`ray.cluster_utils.Cluster`).
 
 Each node's raylet gets its own `PYTHONPATH` (a copy of the verl fixture tree), so each node imports
-a different verl, as on a real multi-node cluster. The cluster lives in a short private `RAY_TMPDIR`
-(socket paths are limited to 107 bytes); teardown shuts it down and then ends, by PID, only the
-processes whose files are under that folder. Never `ray stop`: it kills every Ray on the machine.
+a different verl, as on a real multi-node cluster (`ray_support.local_cluster`: a private
+`RAY_TMPDIR`, and only the processes under it ended, by PID; never `ray stop`).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 from conftest import FIXTURES, run_cli, snapshot
+from ray_support import local_cluster
 
 ray = pytest.importorskip("ray")
-from ray.cluster_utils import Cluster  # noqa: E402
 
 NODES = ("head", "second", "third")
-
-
-def _processes_using(folder: str) -> list[int]:
-    """PIDs of this user's processes with a file, cwd or argument under `folder`."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            if entry.stat().st_uid != os.getuid():
-                continue
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            links = [os.readlink(fd) for fd in (entry / "fd").iterdir()]
-        except OSError:
-            continue
-        if folder in cmdline or any(link.startswith(folder) for link in links):
-            found.append(int(entry.name))
-    return found
-
-
-def _end_leftovers(folder: str) -> None:
-    for pid in _processes_using(folder):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     """Three nodes, each importing its own copy of the verl fixture tree: {name: (node, tree)}."""
-    ray_tmp = tempfile.mkdtemp(prefix="rlr", dir="/tmp")
-    saved = {name: os.environ.get(name) for name in ("RAY_TMPDIR", "RAY_USAGE_STATS_ENABLED", "RAY_ADDRESS")}
-    os.environ.update(RAY_TMPDIR=ray_tmp, RAY_USAGE_STATS_ENABLED="0")
-    os.environ.pop("RAY_ADDRESS", None)
     base = tmp_path_factory.mktemp("nodes")
     trees = {}
     for name in NODES:
         trees[name] = base / name
         shutil.copytree(FIXTURES / "verl_engine", trees[name])
-    started = None
-    try:
-        started = Cluster(initialize_head=True,
-                          head_node_args={"num_cpus": 1, "env_vars": {"PYTHONPATH": str(trees["head"])}})
-        nodes = {"head": started.head_node}
-        for name in NODES[1:]:
-            nodes[name] = started.add_node(num_cpus=1, env_vars={"PYTHONPATH": str(trees[name])})
-        started.wait_for_nodes()
+    with local_cluster({name: {"PYTHONPATH": str(trees[name])} for name in NODES}, "rlr") as (started, nodes):
         yield started, {name: (nodes[name], trees[name]) for name in NODES}
-    finally:
-        ray.shutdown()
-        if started is not None:
-            started.shutdown()
-        _end_leftovers(ray_tmp)
-        shutil.rmtree(ray_tmp, ignore_errors=True)
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 def _json(result) -> dict:

@@ -14,16 +14,14 @@ last tests check the driver's merge of the nodes' records (shared disk, split pa
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 from conftest import run_cli
-from test_cluster import _end_leftovers
+from ray_support import local_cluster
 
 from rlpatch.cluster.api import NodeAnswer, NodeInfo, Session
 from rlpatch.dumps.correlate import Pair, Side
@@ -78,30 +76,10 @@ def disks(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def cluster(disks):
-    ray = pytest.importorskip("ray")
-    from ray.cluster_utils import Cluster
-
-    ray_tmp = tempfile.mkdtemp(prefix="rld", dir="/tmp")
-    saved = {name: os.environ.get(name) for name in ("RAY_TMPDIR", "RAY_USAGE_STATS_ENABLED", "RAY_ADDRESS")}
-    os.environ.update(RAY_TMPDIR=ray_tmp, RAY_USAGE_STATS_ENABLED="0")
-    os.environ.pop("RAY_ADDRESS", None)
-    started = None
-    try:
-        started = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "env_vars": {DISK: str(disks["head"])}})
-        second = started.add_node(num_cpus=1, env_vars={DISK: str(disks["second"])})
-        started.wait_for_nodes()
-        yield started, {"head": started.head_node.node_id, "second": second.node_id}
-    finally:
-        ray.shutdown()
-        if started is not None:
-            started.shutdown()
-        _end_leftovers(ray_tmp)
-        shutil.rmtree(ray_tmp, ignore_errors=True)
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+    pytest.importorskip("ray")
+    with local_cluster({"head": {DISK: str(disks["head"])}, "second": {DISK: str(disks["second"])}}, "rld") as (
+            started, nodes):
+        yield started, {name: node.node_id for name, node in nodes.items()}
 
 
 def _compare(*args: str) -> tuple[int, dict]:
