@@ -7,6 +7,7 @@ import os
 import shlex
 import shutil
 import sys
+from collections.abc import Callable
 
 import click
 
@@ -184,40 +185,38 @@ def compare_cmd(train: str, infer: str, backend: str, out: str, python: str | No
     data = {"results": entries, "culprits": culprits((e["request_id"], e["train"]["rank"], e["divergence"])
                                                      for e in entries),
             "unpaired": correlation.unpaired, "problems": correlation.problems}
-    _emit(data, fmt, _compare_lines(data))
-    code = 0 if results and not correlation.problems and all(r.verdict in ("agrees", "within-floor")
-                                                               for r in results) else 1
-    if report is not None:
-        from rlpatch.dumps.report import Facts, write_report
+    from rlpatch.dumps.report import Facts, write_report
 
-        facts = Facts.collect(train, infer, backend, interpreter, rtol)
-        try:
-            write_report(report, results, data, facts)
-        except (OSError, InputError) as err:
-            sys.stderr.write(f"rlpatch dumps compare: error: report not written: {err}\n")
-            return max(code, 1)
-        (sys.stdout if fmt == "text" else sys.stderr).write(f"report written to {report}\n")
-    return code
+    return _finish(data, _compare_lines(data), fmt, report,
+                   lambda path: write_report(path, results, data, Facts.collect(train, infer, backend, interpreter, rtol)))
 
 
 def _compare_on_cluster(options, address: str, runtime_env: str | None, timeout: float, report: str | None,
                         fmt: str) -> int:
     """`compare --ray`: the same report, each pair compared on the node whose disk holds it."""
     from rlpatch.dumps.remote import cluster_lines, compare_on_cluster, report_facts
+    from rlpatch.dumps.report import write_report
 
     data, results = compare_on_cluster(options, address, runtime_env, timeout)
-    _emit(data, fmt, _compare_lines(data) + cluster_lines(data))
-    code = 0 if results and not data["problems"] and all(r["verdict"] in ("agrees", "within-floor")
-                                                         for r in data["results"]) else 1
-    if report is not None:
-        from rlpatch.dumps.report import write_report
+    return _finish(data, _compare_lines(data) + cluster_lines(data), fmt, report,
+                   lambda path: write_report(path, results, data, report_facts(options, data)))
 
-        try:
-            write_report(report, results, data, report_facts(options, data))
-        except (OSError, InputError) as err:
-            sys.stderr.write(f"rlpatch dumps compare: error: report not written: {err}\n")
-            return max(code, 1)
-        (sys.stdout if fmt == "text" else sys.stderr).write(f"report written to {report}\n")
+
+def _finish(data: dict, lines: list[str], fmt: str, report: str | None, write_report: Callable[[str], None]) -> int:
+    """Print the summary (always, even when the report then fails), write the report, and the exit code:
+    0 when every pair compared agrees or stays within the floor and nothing is a problem."""
+    _emit(data, fmt, lines)
+    clean = data["results"] and not data["problems"] and all(
+        r["verdict"] in ("agrees", "within-floor") for r in data["results"])
+    code = 0 if clean else 1
+    if report is None:
+        return code
+    try:
+        write_report(report)
+    except (OSError, InputError) as err:
+        sys.stderr.write(f"rlpatch dumps compare: error: report not written: {err}\n")
+        return max(code, 1)
+    (sys.stdout if fmt == "text" else sys.stderr).write(f"report written to {report}\n")
     return code
 
 
