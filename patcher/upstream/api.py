@@ -1,0 +1,40 @@
+"""The upstream wing's one door for the other wings: facts about upstream trees, never their code.
+
+- versions: `Version` (PEP 440 ordering, the edge versions `packaging` accepts);
+- what is installed where, read from metadata and version files with nothing imported: `probe`
+  (an interpreter, or this one; `probe_here`), `probe_root` (a tree), `find_package_dir`, each an `Installed`;
+- the released-wheel cache (tests, `--verl-version`): `unpacked_tree`, `fresh_copy`, `cache_dir`;
+- the trees a patch command acts on: `Target`, `Package`, `OPTION_OF`, `target_for_root`,
+  `imported_target`;
+- verl's trainers and which of them a set of patch rules covers: `TRAINERS`, `ALL_TRAINERS`,
+  `TrainerCoverage`, `trainer_coverage`, `describe_coverage`;
+- the run-time switches the inserted code reads (and the linter checks): `TRUTHY`, `DUMP_PHASES`,
+  `is_on`, `env_is_on`, `py_tuple`;
+- the one probe script run inside a target interpreter, bounded in time and output:
+  `PROBE_SOURCE`, `with_probe_marker`, `read_probe_answer`, `run_bounded`, `last_words`.
+
+Everything here is plain data about upstream trees and costs only the standard library to import.
+"""
+
+from __future__ import annotations
+
+from rlpatch.upstream.envprobe import Installed, find_package_dir, probe, probe_here, probe_root
+from rlpatch.upstream.switches import DUMP_PHASES, TRUTHY, env_is_on, is_on, py_tuple
+from rlpatch.upstream.target_probe import PROBE_SOURCE, last_words, run_bounded
+from rlpatch.upstream.target_probe import read_answer as read_probe_answer
+from rlpatch.upstream.target_probe import with_marker as with_probe_marker
+from rlpatch.upstream.targets import OPTION_OF, Package, Target, imported_target, target_for_root
+from rlpatch.upstream.trainers import ALL_TRAINERS, TRAINERS
+from rlpatch.upstream.trainers import Coverage as TrainerCoverage
+from rlpatch.upstream.trainers import coverage as trainer_coverage
+from rlpatch.upstream.trainers import describe as describe_coverage
+from rlpatch.upstream.versions import Version
+from rlpatch.upstream.wheelcache import cache_dir, fresh_copy, unpacked_tree
+
+__all__ = [
+    "ALL_TRAINERS", "DUMP_PHASES", "OPTION_OF", "PROBE_SOURCE", "TRAINERS", "TRUTHY", "Installed", "Package",
+    "Target", "TrainerCoverage", "Version", "cache_dir", "describe_coverage", "env_is_on", "find_package_dir",
+    "fresh_copy", "imported_target", "is_on", "last_words", "probe", "probe_here", "probe_root", "py_tuple",
+    "read_probe_answer", "run_bounded", "target_for_root", "trainer_coverage", "unpacked_tree",
+    "with_probe_marker",
+]
