@@ -1,10 +1,10 @@
-"""The run model (`rlpatch.shell.model.Run`) on the shapes of real collection scripts (issue 10)."""
+"""The run model (`rlpatch.shell.api.Run`) on the shapes of real collection scripts (issue 10)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from rlpatch.shell import SourceFile, evaluate_source
+from rlpatch.shell.api import SourceFile, evaluate_source
 from rlpatch.shell.defaults import NEWEST_VERL
 from rlpatch.shell.hydra_dict import dict_leaves
 from rlpatch.shell.model import Run
@@ -66,3 +66,4 @@ def test_exit_in_a_child_script_ends_only_the_child(tmp_path: Path) -> None:
     (tmp_path / "check.sh").write_text("echo checking; exit 0\n")
     found = runs(tmp_path, 'bash "$(dirname "$0")/check.sh"\npython3 -m verl.trainer.main_ppo trainer.nnodes=1\n')
     assert len(found) == 1
+

@@ -11,7 +11,9 @@ decision, depth-first, capped), so each launch a script can make is seen with co
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 
+from rlpatch.errors import InputError
 from rlpatch.shell.control import PathExit, ScopeReturn
 from rlpatch.shell.launch import Launch
 from rlpatch.shell.parse import ParsedScript, parse_file
@@ -153,3 +155,20 @@ class Evaluator:
     def initial_args(self, source: SourceFile) -> list[Word]:
         origin = Span("<command line>", 1, 1, 1, 1)
         return [(Piece(text, origin),) for text in self.options.args]
+
+
+def evaluate_source(source: SourceFile, options: Options | None = None) -> Evaluation:
+    """Parse and evaluate one script (raises InputError for unreadable input)."""
+    return Evaluator(options).evaluate(source, parse_file(source))
+
+
+def env_assignments(pairs: Iterable[object], where: str = "--env") -> dict[str, str]:
+    """The environment a script starts with, from `KEY=VALUE` words (`--env`, repeatable, as `lint`,
+    `gen` and `doctor` take it; later words win, as in `K=1 K=2 bash run.sh`)."""
+    env: dict[str, str] = {}
+    for pair in pairs:
+        name, eq, value = str(pair).partition("=")
+        if not eq or not name:
+            raise InputError(f"{where}: expected KEY=VALUE, got {pair!r}")
+        env[name] = value
+    return env

@@ -16,10 +16,12 @@ import os
 import re
 from typing import Literal
 
-from rlpatch.shell import Arg, Launch, Span, Unknown
 from rlpatch.shell.defaults import ACTOR, AR, DEFAULTS, REF, ROLLOUT, Ref, ulysses_keys
+from rlpatch.shell.launch import Launch
 from rlpatch.shell.overrides import Override, parse_override, unquote
 from rlpatch.shell.pieces import unknown_descs, unknown_value, word_text
+from rlpatch.shell.results import Arg, Unknown
+from rlpatch.shell.source import Span
 from rlpatch.upstream.versions import Version
 
 Mode = Literal["training", "inference", "consistency", "none"]
