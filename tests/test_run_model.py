@@ -67,3 +67,19 @@ def test_exit_in_a_child_script_ends_only_the_child(tmp_path: Path) -> None:
     found = runs(tmp_path, 'bash "$(dirname "$0")/check.sh"\npython3 -m verl.trainer.main_ppo trainer.nnodes=1\n')
     assert len(found) == 1
 
+
+def test_a_config_file_key_points_at_its_own_line_when_another_section_shares_its_leaf(tmp_path: Path) -> None:
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "mine.yaml").write_text(
+        "actor:\n"
+        "  dump_path: /dumps/actor\n"
+        "rollout:\n"
+        "  # the same leaf, in another section\n"
+        "  dump_path: /dumps/rollout\n"
+        "trainer:\n"
+        "  nnodes: 1\n", encoding="utf-8")
+    (run,) = runs(tmp_path, "python3 -m verl.trainer.main_ppo --config-path config --config-name mine\n")
+    lines = {key: (text, span.line) for key, (text, span) in run.config_values.items()}
+    assert lines == {"actor.dump_path": ("/dumps/actor", 2), "rollout.dump_path": ("/dumps/rollout", 5),
+                     "trainer.nnodes": ("1", 7)}
+    assert run.setting("rollout.dump_path").span.line == 5
