@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Callable
 
-from rlpatch.shell.pieces import MAX_DEPTH, Scope, Value, word_text
+from rlpatch.shell.pieces import MAX_DEPTH, UNKNOWN, Lookup, Scope, word_text
 from rlpatch.shell.source import SourceFile
 
 if TYPE_CHECKING:
@@ -182,7 +182,7 @@ class ArithmeticExpansion:
     depth: int
 
     if TYPE_CHECKING:  # defined by `Expander`
-        def _value(self, name: str) -> Value | None | str: ...
+        def _value(self, name: str) -> Lookup: ...
         def _nested(self) -> Expander: ...
 
     def arith(self, start: int, end: int) -> int | None:
@@ -209,7 +209,7 @@ class ArithmeticExpansion:
         value = self._value(name)
         if value is None:
             return 0
-        if isinstance(value, str):
+        if value is UNKNOWN:
             return None
         text = word_text(value.first())
         if text is None:

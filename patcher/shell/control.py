@@ -12,7 +12,7 @@ import fnmatch
 import re
 from typing import TYPE_CHECKING, Any
 
-from rlpatch.shell.pieces import Value, Word, word_text
+from rlpatch.shell.pieces import Value, Variables, Word, word_text
 from rlpatch.shell.results import Arg
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ class ControlFlow:
     if TYPE_CHECKING:  # what the mixin uses of `Shell`, which defines all of it
         run: PathRun
         expander: Expander
-        variables: dict[str, Value]
+        variables: Variables
         positional_words: list[Word]
 
         def run_node(self, node: Any) -> bool | None: ...

@@ -17,7 +17,7 @@ from rlpatch.errors import InputError
 from rlpatch.shell.control import PathExit, ScopeReturn
 from rlpatch.shell.launch import Launch
 from rlpatch.shell.parse import ParsedScript, parse_file
-from rlpatch.shell.pieces import Piece, Value, Word
+from rlpatch.shell.pieces import Piece, Value, Variables, Word
 from rlpatch.shell.results import Evaluation, Unknown
 from rlpatch.shell.source import SourceFile, Span
 from rlpatch.shell.statements import Shell
@@ -147,7 +147,7 @@ class Evaluator:
             plan = chooser.next_plan()
         return result
 
-    def initial_variables(self, source: SourceFile) -> dict[str, Value]:
+    def initial_variables(self, source: SourceFile) -> Variables:
         origin = Span("<env>", 1, 1, 1, 1)
         return {name: Value(scalar=(Piece(text, origin),), span=origin, exported=True)
                 for name, text in self.options.env.items()}

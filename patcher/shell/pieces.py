@@ -3,14 +3,16 @@
 A `Word` is a tuple of `Piece`s: runs of characters, each carrying the `Span` it came from (the
 literal in the script, or the assignment that supplied a variable's value) and `via`, where the
 variable was used; a piece whose text is None is unknown statically and remembers its source
-text. `Value` is a variable's value (scalar or array), `Scope` what expansion asks of the
-evaluator, `Fields` bash's field splitting of one source word into argv words.
+text. `Value` is a variable's value (scalar or array), `Lookup` what asking for a variable gives
+(a value, None for unset, or `UNKNOWN`), `Scope` what expansion asks of the evaluator, `Fields`
+bash's field splitting of one source word into argv words.
 """
 
 from __future__ import annotations
 
 import re
-from typing import NamedTuple, Protocol, Sequence
+from enum import Enum
+from typing import Final, Literal, NamedTuple, Protocol, Sequence, TypeAlias
 
 from rlpatch.shell.source import Span
 
@@ -150,11 +152,28 @@ class Value:
                      self.over)
 
 
+class Unresolved(Enum):
+    """What stands for a value that cannot be told: `UNKNOWN`, a variable only the environment could
+    set (`$HOME`, `$1` past the known arguments, `$?`); `OVER`, an element of a value past the bounds."""
+
+    UNKNOWN = "unknown"
+    OVER = "over"
+
+
+UNKNOWN: Final = Unresolved.UNKNOWN
+OVER: Final = Unresolved.OVER
+
+# A variable as expansion finds it: its value, None when known to be unset, or UNKNOWN.
+Lookup: TypeAlias = Value | None | Literal[Unresolved.UNKNOWN]
+# A shell's variable table: None marks a variable `unset` (a name absent from it is UNKNOWN).
+Variables: TypeAlias = dict[str, Value | None]
+
+
 class Scope(Protocol):
     """What word expansion needs from the evaluator."""
 
-    def lookup(self, name: str) -> Value | None | str:
-        """The variable's value; None when known to be unset; "unknown" when only the environment knows."""
+    def lookup(self, name: str) -> Lookup:
+        """The variable's value; None when known to be unset; UNKNOWN when only the environment knows."""
 
     def assign_default(self, name: str, word: Word, span: Span) -> None:
         """`${X:=word}`: assign when unset."""

@@ -16,7 +16,19 @@ from typing import TYPE_CHECKING, Iterator
 from rlpatch.shell.control import ControlFlow, PathExit, ScopeReturn
 from rlpatch.shell.launch import find_launch
 from rlpatch.shell.parse import ParsedScript
-from rlpatch.shell.pieces import MAX_ELEMENTS, MAX_VALUE_SIZE, Piece, Value, Word, is_over, over_limit, word_size
+from rlpatch.shell.pieces import (
+    MAX_ELEMENTS,
+    MAX_VALUE_SIZE,
+    UNKNOWN,
+    Lookup,
+    Piece,
+    Value,
+    Variables,
+    Word,
+    is_over,
+    over_limit,
+    word_size,
+)
 from rlpatch.shell.results import Arg
 from rlpatch.shell.source import SourceFile, Span
 from rlpatch.shell.words import Expander
@@ -39,7 +51,7 @@ _SCRIPT_DIR_ABS = re.compile(
 class Shell(ControlFlow):
     """One shell process evaluating one path: implements pieces.Scope."""
 
-    def __init__(self, run: "PathRun", source: SourceFile, parsed: ParsedScript, variables: dict[str, Value],
+    def __init__(self, run: "PathRun", source: SourceFile, parsed: ParsedScript, variables: Variables,
                  positional: list[Word], depth: int) -> None:
         self.run = run
         self.source = source
@@ -53,8 +65,8 @@ class Shell(ControlFlow):
         self.variables.setdefault("BASH_SOURCE", Value(array=[(Piece(source.path, source.span(0, 0)),)]))
 
     # ---- pieces.Scope ------------------------------------------------------------------------
-    def lookup(self, name: str) -> Value | None | str:
-        return self.variables.get(name, "unknown")
+    def lookup(self, name: str) -> Lookup:
+        return self.variables.get(name, UNKNOWN)
 
     def assign_default(self, name: str, word: Word, span: Span) -> None:
         self.variables[name] = Value(scalar=word, span=span).within_limits(name, span)
@@ -105,7 +117,7 @@ class Shell(ControlFlow):
         if kind == "unset_command":
             for child in node.named_children:
                 if child.type == "variable_name":
-                    self.variables[self.text(child)] = None  # type: ignore[assignment]  # None marks unset (absent means unknown); the table is typed for readers
+                    self.variables[self.text(child)] = None  # unset (a name absent from the table is unknown)
             return True
         if kind == "command":
             return self.command(node)
@@ -232,7 +244,7 @@ class Shell(ControlFlow):
         memo[key] = shape
         return shape
 
-    def assign(self, node, exported: bool | None = None, target: dict[str, Value] | None = None) -> None:
+    def assign(self, node, exported: bool | None = None, target: Variables | dict[str, Value] | None = None) -> None:
         shape = self._assignment(node)
         if shape is None:
             return
@@ -418,7 +430,7 @@ class Shell(ControlFlow):
             shell.functions = self.functions
             shell.args_known = self.args_known or len(rest) > 1
         else:
-            env = {name: value.copy() for name, value in self.launch_env(prefix or {}).items()}
+            env: Variables = {name: value.copy() for name, value in self.launch_env(prefix or {}).items()}
             shell = Shell(self.run, source, parsed, env, positional, self.depth + 1)
         self.run.stack.append(path)
         try:
