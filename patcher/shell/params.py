@@ -10,17 +10,16 @@ default is what runs unless the user gave the environment (`--env`, `--use-env`)
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from rlpatch.shell.pieces import (
     MAX_DEPTH,
     MAX_VALUE_SIZE,
     OVER,
     UNKNOWN,
+    ExpanderHost,
     Fields,
-    Lookup,
     Piece,
-    Scope,
     Unresolved,
     Value,
     Word,
@@ -28,10 +27,7 @@ from rlpatch.shell.pieces import (
     word_known_prefix_nonempty,
     word_text,
 )
-from rlpatch.shell.source import SourceFile, Span
-
-if TYPE_CHECKING:
-    from rlpatch.shell.words import Expander
+from rlpatch.shell.source import Span
 
 # `${X#pattern}` and `${X%pattern}` try every prefix (suffix) length with fnmatch: quadratic in the
 # value's length. On a longer value the result is unknown (a launch script's values are short).
@@ -45,24 +41,9 @@ _PARAM_OPS = (":-", ":=", ":+", ":?", "-", "=", "+", "?", ",,", ",", "^^", "^", 
 _PARAM_OP_RE = re.compile("|".join(re.escape(op) for op in _PARAM_OPS))  # alternatives tried in order
 
 
-class ParameterExpansion:
-    """`${...}` for the word expander (a mixin of `rlpatch.shell.words.Expander`).
-
-    Uses the expander's `src`, `text`, `scope`, `depth` and its `_value`, `_used`, `_add_word`,
-    `arith_text` and `_nested` (a fresh expander one level deeper, for operands).
-    """
-
-    src: SourceFile
-    text: str
-    scope: Scope
-    depth: int
-
-    if TYPE_CHECKING:  # defined by `Expander` (and `arith_text` by its other mixin, ArithmeticExpansion)
-        def _value(self, name: str) -> Lookup: ...
-        def _used(self, word: Word, via: Span) -> Word: ...
-        def _add_word(self, out: Fields, word: Word, quoted: bool, join: bool) -> None: ...
-        def arith_text(self, text: str) -> int | None: ...
-        def _nested(self) -> Expander: ...
+class ParameterExpansion(ExpanderHost):
+    """`${...}` for the word expander (a base of `rlpatch.shell.words.Expander`; what it uses of the
+    expander is `ExpanderHost`, abstract here, so mypy refuses an expander that lacks a part of it)."""
 
     def _param(self, start: int, body: int, body_end: int, stop: int, out: Fields, quoted: bool,
                join: bool) -> None:

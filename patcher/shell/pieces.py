@@ -14,7 +14,7 @@ import re
 from enum import Enum
 from typing import Final, Literal, NamedTuple, Protocol, Sequence, TypeAlias
 
-from rlpatch.shell.source import Span
+from rlpatch.shell.source import SourceFile, Span
 
 
 class Piece(NamedTuple):
@@ -257,3 +257,29 @@ class Fields:
 
     def result(self) -> list[Word]:
         return [tuple(field) for field, keep in zip(self.fields, self.keep, strict=False) if field or keep]
+
+
+class ExpanderHost(Protocol):
+    """What the parts of the word expander (`params.ParameterExpansion`, `arith.ArithmeticExpansion`)
+    use of the expander they are part of (`words.Expander` implements all of it)."""
+
+    src: SourceFile
+    text: str  # the whole file's text (words are ranges of it)
+    scope: Scope
+    depth: int  # nesting of expansions (operands, defaults): past MAX_DEPTH a value is unknown
+
+    def scalar(self, start: int, end: int, tilde: bool = True) -> Word:
+        """text[start:end] expanded without field splitting."""
+
+    def arith_text(self, text: str) -> int | None:
+        """The value of an arithmetic expression, None when it cannot be told."""
+
+    def _value(self, name: str) -> Lookup: ...
+
+    def _used(self, word: Word, via: Span) -> Word:
+        """The word's pieces marked as used at `via`."""
+
+    def _add_word(self, out: Fields, word: Word, quoted: bool, join: bool) -> None: ...
+
+    def _nested(self) -> ExpanderHost:
+        """A fresh expander one level deeper (operands, defaults, arithmetic variables)."""
