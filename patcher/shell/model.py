@@ -22,6 +22,7 @@ from rlpatch.shell.launch import Launch
 from rlpatch.shell.overrides import Override, parse_override, unquote
 from rlpatch.shell.pieces import unknown_descs, unknown_value, word_text
 from rlpatch.shell.results import Arg, Unknown
+from rlpatch.shell.run_summary import run_summary
 from rlpatch.shell.source import Span
 from rlpatch.upstream.versions import Version
 
@@ -396,8 +397,6 @@ class Run:
 
     def summary(self) -> dict:
         """The `rlpatch detect` object for this run (a stable JSON contract: `detect --format json`)."""
-        from rlpatch.shell.run_summary import run_summary
-
         return run_summary(self)
 
 
