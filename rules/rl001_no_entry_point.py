@@ -29,8 +29,7 @@ from __future__ import annotations
 import importlib.util
 
 from rlpatch.lint.rule import Case, FileContext, LintRule
-from rlpatch.shell import Unknown
-from rlpatch.shell.source import Span
+from rlpatch.shell.api import Span, Unknown
 
 _WRAPPER = ('ORIG=run_grpo.sh\nTMP=$(mktemp)\nsed "s/enforce_eager=False/enforce_eager=True/" "$ORIG" > "$TMP"\n'
             'bash "$TMP" actor_rollout_ref.rollout.enforce_eager=True \\\n'

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from rlpatch.lint.rule import Case, FileContext, LintRule
-from rlpatch.shell.source import Span
+from rlpatch.shell.api import Span
 
 
 class UnresolvedValues(LintRule):

@@ -25,7 +25,7 @@ import re
 from functools import lru_cache
 
 from rlpatch.lint.rule import Case, FileContext, LintRule
-from rlpatch.shell.source import Span
+from rlpatch.shell.api import Span
 
 # `\` + blanks at the end of a line, followed by an indented line (meant as a continuation).
 _SPACE_AFTER_BACKSLASH = re.compile(r"(?<!\\)\\[ \t]+(?=\n[ \t])")
@@ -100,6 +100,6 @@ def _comments(root) -> list[tuple[int, int]]:
 def _comment_query():
     from tree_sitter import Query
 
-    from rlpatch.shell.parse import language
+    from rlpatch.shell.api import language
 
     return Query(language(), "(comment) @c")

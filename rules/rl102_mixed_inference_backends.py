@@ -23,7 +23,7 @@ Use the dump key of the backend `actor_rollout_ref.rollout.name` selects, and on
 from __future__ import annotations
 
 from rlpatch.lint.rule import Case, LintContext, LintRule
-from rlpatch.shell.model import ROLLOUT, SGLANG_DUMP_KEYS
+from rlpatch.shell.api import ROLLOUT, SGLANG_DUMP_KEYS
 
 _VLLM_KEY = "+actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config.dump_config_path=dump.json"
 _SGLANG_KEY = "+actor_rollout_ref.rollout.engine_kwargs.sglang.msprobe_dump_config=dump.json"

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from rlpatch.lint.checks import ints, related_of
 from rlpatch.lint.rule import Case, LintContext, LintRule
-from rlpatch.shell.defaults import ROLLOUT
+from rlpatch.shell.api import ROLLOUT
 
 _PY = "python3 -m verl.trainer.main_ppo \\\n    trainer.n_gpus_per_node=8 \\\n"
 _C = {"mode": "consistency"}

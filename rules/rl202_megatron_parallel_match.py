@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from rlpatch.lint.checks import pick, related_of
 from rlpatch.lint.rule import Case, LintContext, LintRule
-from rlpatch.shell.defaults import ACTOR, REF, ROLLOUT
+from rlpatch.shell.api import ACTOR, REF, ROLLOUT
 
 PAIRS = (("tensor_model_parallel_size", "tensor_model_parallel_size"),
          ("pipeline_model_parallel_size", "pipeline_model_parallel_size"),

@@ -20,7 +20,7 @@ Keep `pipeline_model_parallel_size=1` for the rollout, and for actor and ref in 
 from __future__ import annotations
 
 from rlpatch.lint.rule import Case, LintContext, LintRule
-from rlpatch.shell.defaults import ACTOR, REF, ROLLOUT
+from rlpatch.shell.api import ACTOR, REF, ROLLOUT
 
 _PP = f"{ROLLOUT}.pipeline_model_parallel_size"
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from rlpatch.lint.checks import ints, pick, related_of
 from rlpatch.lint.rule import Case, LintContext, LintRule
-from rlpatch.shell.defaults import ACTOR
+from rlpatch.shell.api import ACTOR
 
 _C = {"mode": "consistency"}
 

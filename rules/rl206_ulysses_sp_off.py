@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from rlpatch.lint.checks import expect_value
 from rlpatch.lint.rule import Case, LintContext, LintRule
-from rlpatch.shell.defaults import ACTOR, REF, ulysses_keys
+from rlpatch.shell.api import ACTOR, REF, ulysses_keys
 
 _C = {"mode": "consistency"}
 

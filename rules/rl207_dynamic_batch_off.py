@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from rlpatch.lint.checks import expect_value
 from rlpatch.lint.rule import Case, LintContext, LintRule
-from rlpatch.shell.defaults import ACTOR, REF, ROLLOUT
+from rlpatch.shell.api import ACTOR, REF, ROLLOUT
 
 _C = {"mode": "consistency"}
 _GOOD = (f"python3 -m verl.trainer.main_ppo \\\n    {ACTOR}.use_dynamic_bsz=False \\\n"

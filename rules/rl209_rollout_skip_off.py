@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from rlpatch.lint.checks import expect_value
 from rlpatch.lint.rule import Case, LintContext, LintRule
-from rlpatch.shell.defaults import rollout_skip_key
+from rlpatch.shell.api import rollout_skip_key
 
 _C = {"mode": "consistency"}
 

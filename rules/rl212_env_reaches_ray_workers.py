@@ -71,7 +71,7 @@ class EnvReachesRayWorkers(LintRule):
 
 def _name_span(var):
     """The NAME of `export NAME=value` (the assignment's value span starts after `=`)."""
-    from rlpatch.shell.source import Span
+    from rlpatch.shell.api import Span
 
     span = var.span
     column = max(1, span.column - len(var.name) - 1)

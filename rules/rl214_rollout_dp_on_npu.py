@@ -18,7 +18,7 @@ Keep `actor_rollout_ref.rollout.data_parallel_size=1` while collecting dumps on 
 from __future__ import annotations
 
 from rlpatch.lint.rule import Case, LintContext, LintRule
-from rlpatch.shell.defaults import ROLLOUT
+from rlpatch.shell.api import ROLLOUT
 
 DP = f"{ROLLOUT}.data_parallel_size"
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from rlpatch.lint.checks import ints, pick, related_of
 from rlpatch.lint.rule import Case, LintContext, LintRule
-from rlpatch.shell.defaults import ROLLOUT
+from rlpatch.shell.api import ROLLOUT
 
 _PY = "python3 -m verl.trainer.main_ppo trainer.n_gpus_per_node=8 \\\n"
 

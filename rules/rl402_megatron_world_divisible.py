@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from rlpatch.lint.checks import ints, pick, related_of
 from rlpatch.lint.rule import Case, LintContext, LintRule
-from rlpatch.shell.defaults import ACTOR, REF
+from rlpatch.shell.api import ACTOR, REF
 
 _PY = "python3 -m verl.trainer.main_ppo model_engine=megatron trainer.n_gpus_per_node=8 \\\n"
 

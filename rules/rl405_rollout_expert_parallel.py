@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from rlpatch.lint.checks import ints, related_of
 from rlpatch.lint.rule import Case, LintContext, LintRule
-from rlpatch.shell.defaults import ROLLOUT
+from rlpatch.shell.api import ROLLOUT
 
 EP = f"{ROLLOUT}.expert_parallel_size"
 _PY = f"python3 -m verl.trainer.main_ppo {ROLLOUT}.tensor_model_parallel_size=4 \\\n"

@@ -30,7 +30,7 @@ from rlpatch.lint.engine import lint_path, select_rules
 from rlpatch.lint.jsonpos import parse
 from rlpatch.lint.msprobe_config import MAX_CONFIG_BYTES, check_file, check_text
 from rlpatch.lint.rule import LintOptions
-from rlpatch.shell import SourceFile, evaluate_source
+from rlpatch.shell.api import SourceFile, evaluate_source
 from rlpatch.shell.pieces import MAX_ELEMENTS, MAX_VALUE_SIZE, word_size
 from rlpatch.shell.source import MAX_SCRIPT_BYTES
 

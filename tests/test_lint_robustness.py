@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from rlpatch.lint.engine import lint_path, select_rules
 from rlpatch.lint.rule import LintOptions
-from rlpatch.shell import SourceFile, evaluate_source
+from rlpatch.shell.api import SourceFile, evaluate_source
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "lint"
 SCRIPTS = sorted(p.read_text() for p in FIXTURES.rglob("*.sh"))

@@ -1,10 +1,10 @@
-"""The run model (`rlpatch.shell.model.Run`) on the shapes of real collection scripts (issue 10)."""
+"""The run model (`rlpatch.shell.api.Run`) on the shapes of real collection scripts (issue 10)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from rlpatch.shell import SourceFile, evaluate_source
+from rlpatch.shell.api import SourceFile, evaluate_source
 from rlpatch.shell.defaults import NEWEST_VERL
 from rlpatch.shell.hydra_dict import dict_leaves
 from rlpatch.shell.model import Run
@@ -66,3 +66,20 @@ def test_exit_in_a_child_script_ends_only_the_child(tmp_path: Path) -> None:
     (tmp_path / "check.sh").write_text("echo checking; exit 0\n")
     found = runs(tmp_path, 'bash "$(dirname "$0")/check.sh"\npython3 -m verl.trainer.main_ppo trainer.nnodes=1\n')
     assert len(found) == 1
+
+
+def test_a_config_file_key_points_at_its_own_line_when_another_section_shares_its_leaf(tmp_path: Path) -> None:
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "mine.yaml").write_text(
+        "actor:\n"
+        "  dump_path: /dumps/actor\n"
+        "rollout:\n"
+        "  # the same leaf, in another section\n"
+        "  dump_path: /dumps/rollout\n"
+        "trainer:\n"
+        "  nnodes: 1\n", encoding="utf-8")
+    (run,) = runs(tmp_path, "python3 -m verl.trainer.main_ppo --config-path config --config-name mine\n")
+    lines = {key: (text, span.line) for key, (text, span) in run.config_values.items()}
+    assert lines == {"actor.dump_path": ("/dumps/actor", 2), "rollout.dump_path": ("/dumps/rollout", 5),
+                     "trainer.nnodes": ("1", 7)}
+    assert run.setting("rollout.dump_path").span.line == 5

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from rlpatch.shell import Evaluator, Options, SourceFile, parse_file
 from rlpatch.shell import words as words_module
+from rlpatch.shell.api import SourceFile, parse_file
+from rlpatch.shell.evaluator import Evaluator, Options
 from rlpatch.shell.pieces import word_text
 
 LAUNCH = "python3 -m verl.trainer.main_ppo"

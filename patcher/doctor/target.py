@@ -1,6 +1,6 @@
 """Which Python really runs verl: `--python`, else the launcher of the verl command in `--script`.
 
-The script is read through the front end (`rlpatch.shell`), never run: its verl launch gives the
+The script is read through the front end (`rlpatch.shell.api`), never run: its verl launch gives the
 launcher words (`python3`, `"${LAUNCH[@]}"`, `uv run --frozen python3`, ...), the environment the
 launch exports, and the run model gives verl >= 0.9.1's `ray_kwargs.ray_init.runtime_env.py_executable`,
 the interpreter of the Ray *workers*, which is the one that imports msprobe for the dumps.
@@ -16,9 +16,7 @@ from pathlib import Path
 
 from rlpatch.doctor.probe import Interpreter
 from rlpatch.errors import InputError
-from rlpatch.shell import Launch, Options, SourceFile, env_assignments, evaluate_source, word_text
-from rlpatch.shell.defaults import NEWEST_VERL
-from rlpatch.shell.model import Run
+from rlpatch.shell.api import NEWEST_VERL, Launch, Run, env_assignments, script_runs, word_text
 
 PY_EXECUTABLE_KEY = "ray_kwargs.ray_init.runtime_env.py_executable"
 # Launchers that run the rest of their command line in a project's environment.
@@ -68,20 +66,18 @@ def env_option(pairs: tuple[str, ...] | list[str]) -> dict[str, str]:
 def read_script(path: str, given_env: dict[str, str] | None = None) -> ScriptFacts:
     """The verl launch of `path` and the interpreters it starts, the script started from this shell's
     environment plus `given_env` (`--env`: it picks the path of an `if` as `K=V bash run.sh` would)."""
-    source = SourceFile.read(path)
     folder = str(Path(path).resolve().parent)
     given_env = given_env or {}
     # The script starts from this shell's environment, where an unset PYTHONPATH is empty, not unknown.
     start_env = {**{name: "" for name in PASSED_ENV}, **os.environ, "PWD": folder, **given_env}
-    evaluation = evaluate_source(source, Options(env=start_env))
-    if not evaluation.launches:
+    evaluation, runs = script_runs(path, NEWEST_VERL, env=start_env)
+    if not runs:
         raise InputError(f"{path}: no verl launch found (pass --python to say which interpreter runs verl)")
-    launch = evaluation.launches[0]
+    launch, run = evaluation.launches[0], runs[0]
     where = f"{path}:{launch.command_span.line}"
     env = {**os.environ, **given_env, **exported_env(launch)}
     driver = Interpreter(tuple(launcher_python(launch, where)), f"the launcher of the verl command at {where}", folder,
                          tuple(sorted(env.items())))
-    run = Run.from_launch(launch, source.path, NEWEST_VERL)
     workers, null_at = None, None
     setting = run.setting(PY_EXECUTABLE_KEY)
     if setting.is_set and setting.known and setting.is_null():

@@ -21,9 +21,7 @@ from rlpatch.dumps.correlate import layout_notes
 from rlpatch.dumps.layout import StepDir, Tree, scan
 from rlpatch.dumps.processes import process_findings
 from rlpatch.errors import InputError
-from rlpatch.shell import SourceFile, evaluate_source
-from rlpatch.shell.defaults import NEWEST_VERL, ROLLOUT
-from rlpatch.shell.model import INFERENCE_DUMP_KEYS, Run
+from rlpatch.shell.api import INFERENCE_DUMP_KEYS, NEWEST_VERL, ROLLOUT, Run, script_runs
 
 MODES = ("training", "inference", "consistency")
 TRAINING_CONFIG_KEY = "global_profiler.global_tool_config.precision_debugger.config_path"
@@ -57,8 +55,7 @@ class StepReport:
 # ---- the launch script -----------------------------------------------------------------------------
 def expectation_from_script(path: str, mode: str | None, side: str) -> Expectation:
     """Read `path` with the front end; `side` is "training" or "inference" (which config applies)."""
-    source = SourceFile.read(path)
-    runs = [Run.from_launch(launch, source.path, NEWEST_VERL, mode) for launch in evaluate_source(source).launches]  # type: ignore[arg-type]  # mode is a str holding a Mode
+    runs = script_runs(path, NEWEST_VERL, mode=mode).runs
     if not runs:
         raise InputError(f"{path}: no verl launch found in the script")
     run = runs[0]

@@ -19,8 +19,19 @@ from rlpatch.gen import place
 from rlpatch.gen.consistency import plan_consistency
 from rlpatch.gen.modes import RUNTIME_ENV_VARS, Request, plan_inference, plan_training
 from rlpatch.gen.plan import Facts, NeedValue, Plan, Planned, Targets, branch_choosers
-from rlpatch.shell import Options, SourceFile, evaluate_source, parse_file, word_text
-from rlpatch.shell.model import Run, parse_override
+from rlpatch.shell.api import (
+    Arg,
+    Options,
+    Piece,
+    Run,
+    ScriptRuns,
+    SourceFile,
+    Span,
+    evaluate_source,
+    parse_override,
+    script_runs,
+    word_text,
+)
 
 DIR_LINE = 'RLPATCH_GEN_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"'
 
@@ -53,9 +64,9 @@ def _need_message(need: NeedValue, env: dict[str, str]) -> str:
             f"--env {names[0]}=VALUE" + (f" (it comes from {', '.join(names[1:])})" if len(names) > 1 else ""))
 
 
-def plan_script(source: SourceFile, evaluation, request: Request, env: dict[str, str], folder: str,
+def plan_script(script: ScriptRuns, request: Request, env: dict[str, str], folder: str,
                 extra: dict[str, str]) -> tuple[Plan, Run]:
-    runs = [Run.from_launch(launch, source.path, request.verl) for launch in evaluation.launches]
+    source, runs = script.source, script.runs
     if not runs:
         raise InputError(f"{source.path}: no verl entry point found (python3 -m verl.trainer.main_ppo ...)")
     plans = []
@@ -177,15 +188,14 @@ def _backend_versions(targets: Targets) -> str:
 
 def generate(script: str, new_path: str, request: Request, targets: Targets, env: dict[str, str],
              extra: list[str], lint_options) -> Generated:
-    source = SourceFile.read(script)
-    parsed = parse_file(source)
+    original = script_runs(script, request.verl, env=env)
+    source, evaluation, parsed = original.source, original.evaluation, original.evaluation.parsed
     if place.written_by_gen(parsed):
         raise InputError(f"{script} was written by rlpatch gen: run gen on the original training script")
-    options = Options(env=dict(env))
-    evaluation = evaluate_source(source, options)
+    options = Options(env=dict(env))  # the same start, for evaluating the edited text
     folder = os.path.dirname(os.path.abspath(new_path))
     extra_values = {o.key: o.value for o in (_extra_override(text) for text in extra) if o is not None}
-    plan, run = plan_script(source, evaluation, request, env, folder, extra_values)
+    plan, run = plan_script(original, request, env, folder, extra_values)
     notes = list(plan.notes)
     choose_prefixes(plan, run, lint_options, notes)
     add_runtime_env(plan, run)
@@ -220,8 +230,6 @@ def _env_prefixes(source: SourceFile, evaluation, plan: Plan, notes: list[str]) 
 
 
 def _extra_override(text: str):
-    from rlpatch.shell import Arg, Piece, Span
-
     origin = Span("<command line>", 1, 1, 1, 1)
     return parse_override(Arg((Piece(text, origin),), origin))
 

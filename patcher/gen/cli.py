@@ -22,8 +22,7 @@ from rlpatch.errors import InputError
 from rlpatch.gen.build import Generated, generate
 from rlpatch.gen.modes import Request
 from rlpatch.gen.plan import ApplyStep, Targets
-from rlpatch.shell import env_assignments, file_kind
-from rlpatch.shell.defaults import NEWEST_VERL
+from rlpatch.shell.api import NEWEST_VERL, env_assignments, file_kind
 from rlpatch.upstream.envprobe import probe, probe_root
 from rlpatch.upstream.versions import Version
 

@@ -26,7 +26,7 @@ from rlpatch.gen.modes import (
 )
 from rlpatch.gen.plan import ApplyStep, Facts, Plan
 from rlpatch.gen.size import dump_size_notes
-from rlpatch.shell.defaults import ACTOR, REF, ROLLOUT
+from rlpatch.shell.api import ACTOR, REF, ROLLOUT
 
 _ONE = "one prompt, one mini-batch, one micro-batch: each rank pairs with one request"
 

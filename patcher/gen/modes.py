@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from rlpatch.errors import InputError
 from rlpatch.gen.plan import ApplyStep, ConfigFile, Facts, Plan
-from rlpatch.shell.defaults import ACTOR, REF, ROLLOUT
+from rlpatch.shell.api import ACTOR, REF, ROLLOUT
 from rlpatch.upstream.versions import Version
 
 TRAIN_STAGES = ("actor_compute_log_prob", "ref_compute_log_prob", "actor_update")

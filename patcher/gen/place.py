@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rlpatch.errors import InputError
-from rlpatch.shell import Evaluation, Launch, Options, SourceFile, Span, evaluate_source
+from rlpatch.shell.api import Evaluation, Launch, Options, SourceFile, Span, evaluate_source
 
 ARRAY = "RLPATCH_GEN_OVERRIDES"
 WORD = '"${' + ARRAY + '[@]}"'

@@ -1,7 +1,7 @@
 """What `gen` will add, as data: overrides, environment switches, msprobe configs, next steps.
 
 `Facts` answers questions about one verl launch of the original script with the linter's run
-model (`rlpatch.shell.model.Run`): the effective value of a key (last override wins, then the
+model (`rlpatch.shell.api.Run`): the effective value of a key (last override wins, then the
 user's config file, then verl's default), with the values the script cannot know statically
 (`$(nproc)`) taken from `--env` by the name of the variable that holds them. A value that stays
 unknown raises `NeedValue`, which the command line turns into "give --env NAME=...".
@@ -12,8 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from rlpatch.shell import Piece, SourceFile, Span, parse_file
-from rlpatch.shell.model import Run, Setting, unquote
+from rlpatch.shell.api import Piece, Run, Setting, SourceFile, Span, parse_file, unquote
 from rlpatch.upstream.versions import Version
 
 

@@ -8,7 +8,7 @@ the override.
 from __future__ import annotations
 
 from rlpatch.lint.rule import LintContext
-from rlpatch.shell.model import Override, Setting
+from rlpatch.shell.api import Override, Setting
 
 
 def canonical(setting: Setting) -> str | None:

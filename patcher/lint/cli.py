@@ -16,8 +16,7 @@ import click
 from rlpatch.errors import InputError
 from rlpatch.lint.config import find_config
 from rlpatch.lint.rule import LintOptions
-from rlpatch.shell import env_assignments
-from rlpatch.shell.model import MODES
+from rlpatch.shell.api import MODES, env_assignments
 from rlpatch.upstream.versions import Version
 
 FAIL_ON = {"E": "error", "W": "warning", "I": "info", "ERROR": "error", "WARNING": "warning", "INFO": "info"}
@@ -37,7 +36,7 @@ class ExtraArgsCommand(click.Command):
 def read_stdin() -> bytes:
     """`-`: standard input, bounded like a script file (a closed stdin or an endless stream is an
     InputError, not a hang or an exhausted memory)."""
-    from rlpatch.shell.source import MAX_SCRIPT_BYTES, read_stream
+    from rlpatch.shell.api import MAX_SCRIPT_BYTES, read_stream
 
     stream = sys.stdin.buffer if sys.stdin is not None else None
     return read_stream(stream, "-", MAX_SCRIPT_BYTES)

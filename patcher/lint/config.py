@@ -52,7 +52,7 @@ _FAIL_ON = ("E", "W", "I", "ERROR", "WARNING", "INFO")
 
 
 def _read_table(path: str) -> dict[str, Any] | None:
-    from rlpatch.shell.source import read_regular
+    from rlpatch.shell.api import read_regular
 
     try:
         data = _toml_loads(read_regular(path, MAX_PYPROJECT_BYTES, "a pyproject.toml").decode("utf-8"))

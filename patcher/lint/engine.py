@@ -16,9 +16,7 @@ from typing import Iterator, NamedTuple, Union
 from rlpatch import registry
 from rlpatch.errors import InputError
 from rlpatch.lint.rule import SEVERITY_RANK, FileContext, Finding, LintContext, LintOptions, LintRule, Skipped
-from rlpatch.shell import Evaluation, Evaluator, Options, SourceFile, parse_file
-from rlpatch.shell.model import Run
-from rlpatch.shell.source import Span
+from rlpatch.shell.api import Evaluation, Run, SourceFile, Span, script_runs
 from rlpatch.upstream.versions import Version
 
 
@@ -136,10 +134,8 @@ def read_version(verl_root: str) -> Version | None:
 
 def lint_source(source: SourceFile, options: LintOptions, rules: Rules) -> FileResult:
     """Lint one script already read; raises InputError for an unreadable script."""
-    parsed = parse_file(source)
-    evaluation = Evaluator(Options(env=dict(options.env), args=list(options.args))).evaluate(source, parsed)
-    runs = [Run.from_launch(launch, source.path, options.verl_version, options.mode)  # type: ignore[arg-type]  # LintOptions.mode is a str holding a Mode
-            for launch in evaluation.launches]
+    evaluation, runs = script_runs(source, options.verl_version, env=options.env, args=options.args, mode=options.mode)
+    parsed = evaluation.parsed
     if isinstance(rules, RuleSet):
         rules = rules.for_modes(frozenset(run.mode for run in runs))
     findings: list[Finding] = []

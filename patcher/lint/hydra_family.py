@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from rlpatch.lint.rule import LintContext, LintOptions
 from rlpatch.lint.versions_family import _cache
-from rlpatch.shell.model import Override
+from rlpatch.shell.api import Override
 
 if TYPE_CHECKING:  # imported when a run is checked: a lint that never gets there does not pay for it
     from rlpatch.lint.hydra_schema import OverrideRecord, SchemaResult

@@ -49,7 +49,7 @@ from rlpatch.lint.msprobe_schema import (
     kind,
     step_rank_element_problem,
 )
-from rlpatch.shell.source import InputTooLarge, read_regular
+from rlpatch.shell.api import InputTooLarge, read_regular
 
 # msprobe configs are a few KB (a long `list` of API names: tens of KB). Reading, parsing and
 # walking 1 MB takes a fifth of a second; a 100 MB "config" would take minutes, so it is refused

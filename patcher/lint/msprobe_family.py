@@ -15,8 +15,7 @@ import os
 from typing import TYPE_CHECKING, Iterable, NamedTuple
 
 from rlpatch.lint.rule import Finding, LintContext, LintRule
-from rlpatch.shell.model import INFERENCE_DUMP_KEYS, Run
-from rlpatch.shell.source import Span
+from rlpatch.shell.api import INFERENCE_DUMP_KEYS, Run, Span
 
 if TYPE_CHECKING:  # imported when a config file is really checked: most scripts reference none
     from rlpatch.lint.msprobe_schema import ConfigFinding, Options

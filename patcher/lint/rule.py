@@ -19,7 +19,7 @@ A lint rule is one class in one module of `rules/`, in the style of Fixit:
             ...
             ctx.report("message", at=tp.span, related=tp.related())
 
-`check(ctx)` runs once per verl launch of the script (`ctx.run`, a `rlpatch.shell.model.Run`) when
+`check(ctx)` runs once per verl launch of the script (`ctx.run`, a `rlpatch.shell.api.Run`) when
 the launch's mode is in `modes`; `check_file(fctx)` runs once per script after that (file-level
 rules: no entry point, continuation mistakes, a summary of what stayed unknown). A rule never
 prints and never raises on bad input: it calls `report(message, at=Span)` with *any* position of
@@ -39,13 +39,11 @@ import re
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Literal, Mapping, NamedTuple, Sequence
 
-from rlpatch.shell.defaults import NEWEST_VERL
-from rlpatch.shell.source import Span
+from rlpatch.shell.api import NEWEST_VERL, Span
 from rlpatch.upstream.versions import Version
 
 if TYPE_CHECKING:
-    from rlpatch.shell import Evaluation, SourceFile
-    from rlpatch.shell.model import Run, Setting
+    from rlpatch.shell.api import Evaluation, Run, Setting, SourceFile
 
 Severity = Literal["error", "warning", "info"]
 SEVERITY_LETTER: dict[str, str] = {"error": "E", "warning": "W", "info": "I"}

@@ -22,7 +22,7 @@ from typing import Any
 from rlpatch.lint.schema_cache import read_json, schema_path, write_json_atomic
 from rlpatch.lint.schema_discovery import ConfigSource, SchemaUnavailable
 from rlpatch.lint.schema_grammar import ParsedOverride, SchemaProblem
-from rlpatch.shell.defaults import renamed_key
+from rlpatch.shell.api import renamed_key
 from rlpatch.upstream.versions import Version
 
 MISSING = "???"  # OmegaConf's mandatory-value marker, kept as is in the snapshot

@@ -14,7 +14,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from rlpatch.lint.rule import LintContext, LintOptions, Skipped
-from rlpatch.shell.model import Run, Setting
+from rlpatch.shell.api import Run, Setting
 from rlpatch.upstream.versions import Version
 
 if TYPE_CHECKING:  # imported when a version is really asked for: most runs never ask (cold start)

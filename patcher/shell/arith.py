@@ -9,13 +9,9 @@ scope, memoising variable-free expressions (their value is the text's alone).
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
-from rlpatch.shell.pieces import MAX_DEPTH, Scope, Value, word_text
-from rlpatch.shell.source import SourceFile
-
-if TYPE_CHECKING:
-    from rlpatch.shell.words import Expander
+from rlpatch.shell.pieces import MAX_DEPTH, UNKNOWN, ExpanderHost, word_text
 
 _ARITH_TOKEN = re.compile(
     r"\s*(?:(0[xX][0-9a-fA-F]+|[0-9]+#[0-9a-zA-Z]+|[0-9]+)|([A-Za-z_][A-Za-z0-9_]*)|"
@@ -170,20 +166,10 @@ def _raise_zero() -> int:
     raise ZeroDivisionError
 
 
-class ArithmeticExpansion:
-    """`$((...))` for the word expander (a mixin of `rlpatch.shell.words.Expander`).
-
-    Uses the expander's `src`, `scope`, `depth`, `_value` and `_nested` (a fresh expander one level
-    deeper, for operands that must be expanded before they are evaluated).
-    """
-
-    src: SourceFile
-    scope: Scope
-    depth: int
-
-    if TYPE_CHECKING:  # defined by `Expander`
-        def _value(self, name: str) -> Value | None | str: ...
-        def _nested(self) -> Expander: ...
+class ArithmeticExpansion(ExpanderHost):
+    """`$((...))` for the word expander (a base of `rlpatch.shell.words.Expander`; what it uses of the
+    expander is `ExpanderHost`, abstract here: operands are expanded by `_nested()` before they are
+    evaluated)."""
 
     def arith(self, start: int, end: int) -> int | None:
         """Evaluate the arithmetic expression text[start:end]; None when any operand is unknown."""
@@ -209,7 +195,7 @@ class ArithmeticExpansion:
         value = self._value(name)
         if value is None:
             return 0
-        if isinstance(value, str):
+        if value is UNKNOWN:
             return None
         text = word_text(value.first())
         if text is None:

@@ -1,18 +1,18 @@
 """Control flow for the evaluator: `&&`/`||` lists, `if`, `case`, `for` and tests, never executing.
 
 A condition whose value is unknown is a real alternative: the path's `Chooser` decides, and the
-evaluator re-runs the script once per plausible choice. `ControlFlow` is a mixin of
-`rlpatch.shell.statements.Shell` (it uses the shell's `run`, `expander`, `run_node`, `run_block`,
-`text`, `start`, `end`, `args_of`, `node_span`, `variables` and positional words).
+evaluator re-runs the script once per plausible choice. `ControlFlow` is a base of
+`rlpatch.shell.statements.Shell`; what it uses of the shell is declared by `ShellHost`, which
+mypy then holds `Shell` to.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from rlpatch.shell.pieces import Value, Word, word_text
+from rlpatch.shell.pieces import Value, Variables, Word, word_text
 from rlpatch.shell.results import Arg
 
 if TYPE_CHECKING:
@@ -31,22 +31,26 @@ class ScopeReturn(Exception):
     """`return` ends a function or a sourced file."""
 
 
-class ControlFlow:
-    """`&&`/`||`, `if`, `case`, `for`, `[ ]`/`[[ ]]`/`test` for the shell evaluator."""
+class ShellHost(Protocol):
+    """What control flow uses of the shell that runs it (`Shell` implements all of it)."""
 
-    if TYPE_CHECKING:  # what the mixin uses of `Shell`, which defines all of it
-        run: PathRun
-        expander: Expander
-        variables: dict[str, Value]
-        positional_words: list[Word]
+    run: PathRun  # the path: its chooser decides unknown conditions
+    expander: Expander
+    variables: Variables
+    positional_words: list[Word]
 
-        def run_node(self, node: Any) -> bool | None: ...
-        def run_block(self, nodes: Any) -> bool | None: ...
-        def text(self, node: Any) -> str: ...
-        def start(self, node: Any) -> int: ...
-        def end(self, node: Any) -> int: ...
-        def node_span(self, node: Any) -> Span: ...
-        def args_of(self, nodes: Any) -> list[Arg]: ...
+    def run_node(self, node: Any) -> bool | None: ...
+    def run_block(self, nodes: Any) -> bool | None: ...
+    def text(self, node: Any) -> str: ...
+    def start(self, node: Any) -> int: ...
+    def end(self, node: Any) -> int: ...
+    def node_span(self, node: Any) -> Span: ...
+    def args_of(self, nodes: Any) -> list[Arg]: ...
+
+
+class ControlFlow(ShellHost):
+    """`&&`/`||`, `if`, `case`, `for`, `[ ]`/`[[ ]]`/`test` for the shell evaluator. (Subclassing
+    the host protocol makes its members abstract here: mypy refuses a `Shell` that lacks one.)"""
 
     def decide(self, status: bool | None) -> bool:
         if status is None:

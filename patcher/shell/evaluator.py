@@ -11,11 +11,13 @@ decision, depth-first, capped), so each launch a script can make is seen with co
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 
+from rlpatch.errors import InputError
 from rlpatch.shell.control import PathExit, ScopeReturn
 from rlpatch.shell.launch import Launch
 from rlpatch.shell.parse import ParsedScript, parse_file
-from rlpatch.shell.pieces import Piece, Value, Word
+from rlpatch.shell.pieces import Piece, Value, Variables, Word
 from rlpatch.shell.results import Evaluation, Unknown
 from rlpatch.shell.source import SourceFile, Span
 from rlpatch.shell.statements import Shell
@@ -145,7 +147,7 @@ class Evaluator:
             plan = chooser.next_plan()
         return result
 
-    def initial_variables(self, source: SourceFile) -> dict[str, Value]:
+    def initial_variables(self, source: SourceFile) -> Variables:
         origin = Span("<env>", 1, 1, 1, 1)
         return {name: Value(scalar=(Piece(text, origin),), span=origin, exported=True)
                 for name, text in self.options.env.items()}
@@ -153,3 +155,20 @@ class Evaluator:
     def initial_args(self, source: SourceFile) -> list[Word]:
         origin = Span("<command line>", 1, 1, 1, 1)
         return [(Piece(text, origin),) for text in self.options.args]
+
+
+def evaluate_source(source: SourceFile, options: Options | None = None) -> Evaluation:
+    """Parse and evaluate one script (raises InputError for unreadable input)."""
+    return Evaluator(options).evaluate(source, parse_file(source))
+
+
+def env_assignments(pairs: Iterable[object], where: str = "--env") -> dict[str, str]:
+    """The environment a script starts with, from `KEY=VALUE` words (`--env`, repeatable, as `lint`,
+    `gen` and `doctor` take it; later words win, as in `K=1 K=2 bash run.sh`)."""
+    env: dict[str, str] = {}
+    for pair in pairs:
+        name, eq, value = str(pair).partition("=")
+        if not eq or not name:
+            raise InputError(f"{where}: expected KEY=VALUE, got {pair!r}")
+        env[name] = value
+    return env

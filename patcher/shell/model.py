@@ -2,9 +2,10 @@
 
 A `Run` is built from one `Launch` (a command that starts a verl entry point). It knows the
 Hydra overrides in order (last wins, `~key` deletes), verl's defaults for the keys rules read,
-the config file given with `--config-path/--config-name`, the env vars the launch sees, and from
-those: the dump mode, rollout and training backends, world size and parallel/batch sizes, each
-with where it came from. Unknown values stay unknown (`Setting.known` is False).
+the values of the config file given with `--config-path/--config-name` (read by `config_file`),
+the env vars the launch sees, and from those: the dump mode, rollout and training backends, world
+size and parallel/batch sizes, each with where it came from. Unknown values stay unknown
+(`Setting.known` is False). How `rlpatch detect` lays a run out is `run_summary`'s.
 
 `Setting`, `EnvVar` and `Run` are plain classes, not dataclasses: `rlpatch lint` imports this module
 on every cold start, and generating a dataclass's methods costs about a millisecond each.
@@ -12,14 +13,17 @@ on every cold start, and generating a dataclass's methods costs about a millisec
 
 from __future__ import annotations
 
-import os
 import re
 from typing import Literal
 
-from rlpatch.shell import Arg, Launch, Span, Unknown
-from rlpatch.shell.defaults import ACTOR, AR, DEFAULTS, REF, ROLLOUT, Ref, ulysses_keys
+from rlpatch.shell.config_file import ConfigValues, config_file_path, read_config_values
+from rlpatch.shell.defaults import ACTOR, AR, DEFAULTS, ROLLOUT, Ref, ulysses_keys
+from rlpatch.shell.launch import Launch
 from rlpatch.shell.overrides import Override, parse_override, unquote
 from rlpatch.shell.pieces import unknown_descs, unknown_value, word_text
+from rlpatch.shell.results import Arg, Unknown
+from rlpatch.shell.run_summary import run_summary
+from rlpatch.shell.source import Span
 from rlpatch.upstream.versions import Version
 
 Mode = Literal["training", "inference", "consistency", "none"]
@@ -34,7 +38,6 @@ INFERENCE_DUMP_KEYS = VLLM_DUMP_KEYS + SGLANG_DUMP_KEYS
 SGLANG_DUMP_ENV = ("MSPROBE_SGLANG_CONFIG", "MSPROBE_SGLANG_CONFIG_PREFILL", "MSPROBE_SGLANG_CONFIG_DECODE")
 CONSISTENCY_ENV = ("DUMP_ON", "PROMPTS_ONLY")
 TOOL_KEY = "global_profiler.tool"
-_KEY_RE = re.compile(r"[A-Za-z_][\w\-]*(?:[./@][\w\-]+)*|[\w\-]+(?:[./@][\w\-]+)*")
 
 
 class Setting:
@@ -140,7 +143,7 @@ class Run:
         self.options_args: list[Arg] = []  # --config-path etc.
         self.config_dir: str | None = None
         self.config_name: str | None = None
-        self.config_values: dict[str, tuple[str, Span]] = {}
+        self.config_values: ConfigValues = {}
         self.env: dict[str, EnvVar] = {}
         self.unknown: list[Unknown] = []
         self._memo_size = -1
@@ -156,7 +159,18 @@ class Run:
     @classmethod
     def from_launch(cls, launch: Launch, file: str, version: Version, forced_mode: Mode | None = None) -> "Run":
         run = cls(launch, file, version, forced_mode=forced_mode)
-        args = list(launch.args)
+        run._read_arguments(list(launch.args))
+        for name, env_value in launch.env.items():
+            run.env[name] = EnvVar(name, word_text(env_value.first()), env_value.span or launch.command_span,
+                                   "--env" if env_value.span and env_value.span.file == "<env>" else "export")
+        path = config_file_path(file, run.config_dir, run.config_name)
+        if path is not None:  # the user's own YAML: its values, under the overrides
+            run.config_values = read_config_values(path)
+        return run
+
+    def _read_arguments(self, args: list[Arg]) -> None:
+        """Sort the launch's arguments into the config file options, other options, and the Hydra
+        overrides (an argument or a value that cannot be told is noted as unknown)."""
         index = 0
         while index < len(args):
             arg = args[index]
@@ -167,55 +181,25 @@ class Run:
                 if value is None and index + 1 < len(args):
                     index += 1
                     value = args[index].text
-                run.options_args.append(arg)
+                self.options_args.append(arg)
                 if name == "path":
-                    run.config_dir = value
+                    self.config_dir = value
                 else:
-                    run.config_name = value[:-5] if value and value.endswith(".yaml") else value
+                    self.config_name = value[:-5] if value and value.endswith(".yaml") else value
             elif text is not None and text.startswith("-"):
-                run.options_args.append(arg)
+                self.options_args.append(arg)
             else:
-                override = parse_override(arg)
-                if override is not None:
-                    run.overrides.append(override)
-                    if not override.value_known:
-                        run.unknown.append(Unknown(f"{override.key}={unknown_value(arg.word)}", override.value_span))
-                elif text is None:
-                    run.unknown.append(Unknown(f"argument {' '.join(unknown_descs(arg.word))}", arg.span))
+                self._read_override(arg)
             index += 1
-        for name, env_value in launch.env.items():
-            run.env[name] = EnvVar(name, word_text(env_value.first()), env_value.span or launch.command_span,
-                                   "--env" if env_value.span and env_value.span.file == "<env>" else "export")
-        run._load_config_file()
-        return run
 
-    def _load_config_file(self) -> None:
-        """Read the user's own `--config-path/--config-name` YAML (top-level values only)."""
-        if not self.config_dir or not self.config_name:
-            return
-        directory = self.config_dir
-        if not os.path.isabs(directory):
-            directory = os.path.join(os.path.dirname(self.file), directory)
-        path = os.path.join(directory, self.config_name + ".yaml")
-        if not os.path.isfile(path):
-            return
-        try:
-            import yaml
-
-            from rlpatch.shell.source import MAX_SCRIPT_BYTES, read_regular
-
-            text = read_regular(path, MAX_SCRIPT_BYTES, "a config file").decode("utf-8")  # bounded, regular only
-            data = yaml.safe_load(text)
-        except Exception:  # noqa: BLE001 - a broken config file is Hydra's error to report
-            return
-        if not isinstance(data, dict):
-            return
-        lines = text.splitlines()
-        for key, value in _flatten(data):
-            leaf = key.rsplit(".", 1)[-1]
-            line = next((i + 1 for i, text_line in enumerate(lines) if re.match(rf"\s*{re.escape(leaf)}\s*:", text_line)), 1)
-            text_value = "null" if value is None else str(value)
-            self.config_values[key] = (text_value, Span(path, line, 1, line, len(lines[line - 1]) + 1 if lines else 1))
+    def _read_override(self, arg: Arg) -> None:
+        override = parse_override(arg)
+        if override is not None:
+            self.overrides.append(override)
+            if not override.value_known:
+                self.unknown.append(Unknown(f"{override.key}={unknown_value(arg.word)}", override.value_span))
+        elif arg.text is None:
+            self.unknown.append(Unknown(f"argument {' '.join(unknown_descs(arg.word))}", arg.span))
 
     # ---- settings -------------------------------------------------------------------------------
     def _refresh(self) -> None:
@@ -411,59 +395,9 @@ class Run:
         nodes = self.setting("trainer.nnodes").as_int()
         return None if nodes is None else nodes <= 1
 
-    SIZE_KEYS = (
-        "trainer.n_gpus_per_node", "trainer.nnodes",
-        f"{ROLLOUT}.tensor_model_parallel_size", f"{ROLLOUT}.data_parallel_size",
-        f"{ROLLOUT}.pipeline_model_parallel_size", f"{ROLLOUT}.expert_parallel_size",
-        f"{ACTOR}.ulysses_sequence_parallel_size", f"{REF}.ulysses_sequence_parallel_size",
-        f"{ACTOR}.fsdp_config.ulysses_sequence_parallel_size", f"{REF}.fsdp_config.ulysses_sequence_parallel_size",
-        f"{ACTOR}.megatron.tensor_model_parallel_size", f"{ACTOR}.megatron.pipeline_model_parallel_size",
-        f"{ACTOR}.megatron.expert_model_parallel_size", f"{ACTOR}.megatron.context_parallel_size",
-        f"{REF}.megatron.tensor_model_parallel_size", f"{REF}.megatron.pipeline_model_parallel_size",
-        f"{REF}.megatron.expert_model_parallel_size", f"{REF}.megatron.context_parallel_size",
-        "data.train_batch_size", f"{ACTOR}.ppo_mini_batch_size", f"{ACTOR}.ppo_micro_batch_size_per_gpu",
-        f"{REF}.log_prob_micro_batch_size_per_gpu", f"{ROLLOUT}.log_prob_micro_batch_size_per_gpu",
-        f"{ROLLOUT}.n", f"{ROLLOUT}.agent.num_workers",
-    )
-
     def summary(self) -> dict:
         """The `rlpatch detect` object for this run (a stable JSON contract: `detect --format json`)."""
-        mode, why = self.detected_mode()
-        backend, backend_why = self.train_backend_why()
-        trainer, trainer_why, _ = self.trainer()
-        sizes = {}
-        for key in self.SIZE_KEYS:
-            if self.megatron is False and ".megatron." in key:
-                continue
-            setting = self.setting(key)
-            sizes[key] = {"value": setting.value, "source": setting.source,
-                          "line": setting.span.line if setting.is_set else None}
-        return {
-            "file": self.file,
-            "entry": self.launch.entry,
-            "mode": mode,
-            "mode_reason": why,
-            "rollout_backend": self.rollout_backend,
-            "train_backend": backend,
-            "train_backend_reason": backend_why,
-            "trainer": trainer,
-            "trainer_reason": trainer_why,
-            "world_size": self.world_size(),
-            "verl_version": str(self.version),
-            "sizes": sizes,
-            "overrides": [
-                {"text": o.text, "key": o.key, "value": o.value, "line": o.span.line, "column": o.span.column,
-                 "file": o.span.file}
-                for o in self.overrides
-            ],
-            "env": {name: var.text for name, var in sorted(self.env.items())},
-            "env_sources": {name: {"how": var.how, "file": var.span.file, "line": var.span.line}
-                            for name, var in sorted(self.env.items())},
-            "ray_submit": self.launch.ray_submit,
-            "env_reaches_ray_workers": self.env_reaches_workers(),
-            "unknown": [{"what": u.what, "file": u.span.file, "line": u.span.line, "column": u.span.column}
-                        for u in self.unknown],
-        }
+        return run_summary(self)
 
 
 def _config_option(text: str | None) -> tuple[str, str | None] | None:
@@ -477,19 +411,6 @@ def _config_option(text: str | None) -> tuple[str, str | None] | None:
             if text.startswith(spelling + "="):
                 return name, text[len(spelling) + 1:]
     return None
-
-
-def _flatten(data: dict, prefix: str = "") -> list[tuple[str, object]]:
-    items: list[tuple[str, object]] = []
-    for key, value in data.items():
-        if not prefix and key in ("defaults", "hydra"):
-            continue
-        dotted = f"{prefix}{key}"
-        if isinstance(value, dict):
-            items.extend(_flatten(value, dotted + "."))
-        else:
-            items.append((dotted, value))
-    return items
 
 
 __all__ = ["AR", "EnvVar", "MODES", "Mode", "Override", "Run", "Setting"]

@@ -10,24 +10,24 @@ default is what runs unless the user gave the environment (`--env`, `--use-env`)
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from rlpatch.shell.pieces import (
     MAX_DEPTH,
     MAX_VALUE_SIZE,
+    OVER,
+    UNKNOWN,
+    ExpanderHost,
     Fields,
     Piece,
-    Scope,
+    Unresolved,
     Value,
     Word,
     over_limit,
     word_known_prefix_nonempty,
     word_text,
 )
-from rlpatch.shell.source import SourceFile, Span
-
-if TYPE_CHECKING:
-    from rlpatch.shell.words import Expander
+from rlpatch.shell.source import Span
 
 # `${X#pattern}` and `${X%pattern}` try every prefix (suffix) length with fnmatch: quadratic in the
 # value's length. On a longer value the result is unknown (a launch script's values are short).
@@ -41,24 +41,9 @@ _PARAM_OPS = (":-", ":=", ":+", ":?", "-", "=", "+", "?", ",,", ",", "^^", "^", 
 _PARAM_OP_RE = re.compile("|".join(re.escape(op) for op in _PARAM_OPS))  # alternatives tried in order
 
 
-class ParameterExpansion:
-    """`${...}` for the word expander (a mixin of `rlpatch.shell.words.Expander`).
-
-    Uses the expander's `src`, `text`, `scope`, `depth` and its `_value`, `_used`, `_add_word`,
-    `arith_text` and `_nested` (a fresh expander one level deeper, for operands).
-    """
-
-    src: SourceFile
-    text: str
-    scope: Scope
-    depth: int
-
-    if TYPE_CHECKING:  # defined by `Expander` (and `arith_text` by its other mixin, ArithmeticExpansion)
-        def _value(self, name: str) -> Value | None | str: ...
-        def _used(self, word: Word, via: Span) -> Word: ...
-        def _add_word(self, out: Fields, word: Word, quoted: bool, join: bool) -> None: ...
-        def arith_text(self, text: str) -> int | None: ...
-        def _nested(self) -> Expander: ...
+class ParameterExpansion(ExpanderHost):
+    """`${...}` for the word expander (a base of `rlpatch.shell.words.Expander`; what it uses of the
+    expander is `ExpanderHost`, abstract here, so mypy refuses an expander that lacks a part of it)."""
 
     def _param(self, start: int, body: int, body_end: int, stop: int, out: Fields, quoted: bool,
                join: bool) -> None:
@@ -96,7 +81,7 @@ class ParameterExpansion:
         op = found.group() if found else ""
         operand_start = body + rest + len(op)
         value = self._subscripted(name, subscript, via, whole)
-        if value == "over":  # a value past the bounds: this use is unknown, and says why
+        if value is OVER:  # a value past the bounds: this use is unknown, and says why
             out.add(over_limit(via, whole)[0], quoted=True)
             return
         if isinstance(value, list):  # ${A[@]} (possibly with an operator we do not model)
@@ -116,7 +101,7 @@ class ParameterExpansion:
                 return Piece(None, via, desc=whole)
             return Piece(str(len(self.scope.positional())), via)
         value = self._value(name)
-        if isinstance(value, str):
+        if value is UNKNOWN:
             return Piece(None, via, desc=whole)
         if value is None:
             return Piece("0", via)
@@ -127,15 +112,16 @@ class ParameterExpansion:
         text = word_text(value.first())
         return Piece(None if text is None else str(len(text)), via, desc="" if text is not None else whole)
 
-    def _subscripted(self, name: str, subscript: str | None, via: Span, whole: str) -> Word | list[Word] | str | None:
-        """A scalar word, a list of words (`[@]`), None (unset), "unknown" or "over" (past the bounds)."""
+    def _subscripted(self, name: str, subscript: str | None, via: Span, whole: str
+                     ) -> Word | list[Word] | Unresolved | None:
+        """A scalar word, a list of words (`[@]`), None (unset), UNKNOWN or OVER (past the bounds)."""
         if name in ("@", "*") and subscript is None:
             return [self._used(w, via) for w in self.scope.positional()]
         value = self._value(name)
-        if isinstance(value, str) or value is None:
+        if not isinstance(value, Value):  # UNKNOWN or unset
             return value
         if value.over:
-            return "over"
+            return OVER
         if subscript in ("@", "*"):
             return [self._used(w, via) for w in value.elements()]
         if subscript is None:
@@ -143,42 +129,40 @@ class ParameterExpansion:
         index = self.arith_text(subscript)
         elements = value.elements()
         if index is None:
-            return "unknown"
+            return UNKNOWN
         if 0 <= index < len(elements):
             return self._used(elements[index], via)
         return None
 
-    def _apply_op(self, name: str, value: Word | str | None, op: str, operand_start: int, operand_end: int,
+    def _apply_op(self, name: str, value: Word | Unresolved | None, op: str, operand_start: int, operand_end: int,
                   via: Span, whole: str) -> Word:
         if not op:
-            if value == "unknown":
+            if value is UNKNOWN:
                 return _unknown(via, whole)
             return value if isinstance(value, tuple) else (Piece("", via),)
+        word = value if isinstance(value, tuple) else None
         if op in (":-", "-", ":=", "=", ":+", "+", ":?", "?"):
-            if value == "unknown":
-                # Only the environment could set it, and rlpatch assumes an empty environment unless
-                # given (--env/--use-env): the script's own default is what runs.
-                state: bool | None = False
-            elif value is None:
-                state = False
-            else:
-                state = True if op[0] != ":" else word_known_prefix_nonempty(value)  # type: ignore[arg-type]  # the only str here is "unknown", excluded above
+            # Unset, or UNKNOWN: only the environment could set it, and rlpatch assumes an empty
+            # environment unless given (--env/--use-env): the script's own default is what runs.
+            state: bool | None = False
+            if word is not None:
+                state = True if op[0] != ":" else word_known_prefix_nonempty(word)
             if state is None:
                 return _unknown(via, whole)
             operand = lambda: self._nested().scalar(operand_start, operand_end)  # noqa: E731
             if op in (":+", "+"):
                 return operand() if state else (Piece("", via),)
-            if state:
-                return value  # type: ignore[return-value]  # value is a Word here: "unknown" and None are excluded above
+            if state and word is not None:  # (state is True only for a word)
+                return word
             if op in (":?", "?"):
                 return _unknown(via, whole)
-            word = operand()
+            default = operand()
             if op in (":=", "="):
-                self.scope.assign_default(name, word, self.src.span(operand_start, operand_end))
-            return word
-        if value == "unknown" or value is None:
-            return _unknown(via, whole) if value == "unknown" else (Piece("", via),)
-        text = word_text(value)  # type: ignore[arg-type]  # "unknown" and None are excluded above
+                self.scope.assign_default(name, default, self.src.span(operand_start, operand_end))
+            return default
+        if word is None:
+            return _unknown(via, whole) if value is UNKNOWN else (Piece("", via),)
+        text = word_text(word)
         if text is None:
             return _unknown(via, whole)
         operand_text = word_text(self._nested().scalar(operand_start, operand_end))

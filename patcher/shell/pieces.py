@@ -3,16 +3,18 @@
 A `Word` is a tuple of `Piece`s: runs of characters, each carrying the `Span` it came from (the
 literal in the script, or the assignment that supplied a variable's value) and `via`, where the
 variable was used; a piece whose text is None is unknown statically and remembers its source
-text. `Value` is a variable's value (scalar or array), `Scope` what expansion asks of the
-evaluator, `Fields` bash's field splitting of one source word into argv words.
+text. `Value` is a variable's value (scalar or array), `Lookup` what asking for a variable gives
+(a value, None for unset, or `UNKNOWN`), `Scope` what expansion asks of the evaluator, `Fields`
+bash's field splitting of one source word into argv words.
 """
 
 from __future__ import annotations
 
 import re
-from typing import NamedTuple, Protocol, Sequence
+from enum import Enum
+from typing import Final, Literal, NamedTuple, Protocol, Sequence, TypeAlias
 
-from rlpatch.shell.source import Span
+from rlpatch.shell.source import SourceFile, Span
 
 
 class Piece(NamedTuple):
@@ -150,11 +152,28 @@ class Value:
                      self.over)
 
 
+class Unresolved(Enum):
+    """What stands for a value that cannot be told: `UNKNOWN`, a variable only the environment could
+    set (`$HOME`, `$1` past the known arguments, `$?`); `OVER`, an element of a value past the bounds."""
+
+    UNKNOWN = "unknown"
+    OVER = "over"
+
+
+UNKNOWN: Final = Unresolved.UNKNOWN
+OVER: Final = Unresolved.OVER
+
+# A variable as expansion finds it: its value, None when known to be unset, or UNKNOWN.
+Lookup: TypeAlias = Value | None | Literal[Unresolved.UNKNOWN]
+# A shell's variable table: None marks a variable `unset` (a name absent from it is UNKNOWN).
+Variables: TypeAlias = dict[str, Value | None]
+
+
 class Scope(Protocol):
     """What word expansion needs from the evaluator."""
 
-    def lookup(self, name: str) -> Value | None | str:
-        """The variable's value; None when known to be unset; "unknown" when only the environment knows."""
+    def lookup(self, name: str) -> Lookup:
+        """The variable's value; None when known to be unset; UNKNOWN when only the environment knows."""
 
     def assign_default(self, name: str, word: Word, span: Span) -> None:
         """`${X:=word}`: assign when unset."""
@@ -238,3 +257,29 @@ class Fields:
 
     def result(self) -> list[Word]:
         return [tuple(field) for field, keep in zip(self.fields, self.keep, strict=False) if field or keep]
+
+
+class ExpanderHost(Protocol):
+    """What the parts of the word expander (`params.ParameterExpansion`, `arith.ArithmeticExpansion`)
+    use of the expander they are part of (`words.Expander` implements all of it)."""
+
+    src: SourceFile
+    text: str  # the whole file's text (words are ranges of it)
+    scope: Scope
+    depth: int  # nesting of expansions (operands, defaults): past MAX_DEPTH a value is unknown
+
+    def scalar(self, start: int, end: int, tilde: bool = True) -> Word:
+        """text[start:end] expanded without field splitting."""
+
+    def arith_text(self, text: str) -> int | None:
+        """The value of an arithmetic expression, None when it cannot be told."""
+
+    def _value(self, name: str) -> Lookup: ...
+
+    def _used(self, word: Word, via: Span) -> Word:
+        """The word's pieces marked as used at `via`."""
+
+    def _add_word(self, out: Fields, word: Word, quoted: bool, join: bool) -> None: ...
+
+    def _nested(self) -> ExpanderHost:
+        """A fresh expander one level deeper (operands, defaults, arithmetic variables)."""

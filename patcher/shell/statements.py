@@ -11,12 +11,24 @@ from __future__ import annotations
 
 import os
 import re
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from rlpatch.shell.control import ControlFlow, PathExit, ScopeReturn
 from rlpatch.shell.launch import find_launch
 from rlpatch.shell.parse import ParsedScript
-from rlpatch.shell.pieces import MAX_ELEMENTS, MAX_VALUE_SIZE, Piece, Value, Word, is_over, over_limit, word_size
+from rlpatch.shell.pieces import (
+    MAX_ELEMENTS,
+    MAX_VALUE_SIZE,
+    UNKNOWN,
+    Lookup,
+    Piece,
+    Value,
+    Variables,
+    Word,
+    is_over,
+    over_limit,
+    word_size,
+)
 from rlpatch.shell.results import Arg
 from rlpatch.shell.source import SourceFile, Span
 from rlpatch.shell.words import Expander
@@ -39,7 +51,7 @@ _SCRIPT_DIR_ABS = re.compile(
 class Shell(ControlFlow):
     """One shell process evaluating one path: implements pieces.Scope."""
 
-    def __init__(self, run: "PathRun", source: SourceFile, parsed: ParsedScript, variables: dict[str, Value],
+    def __init__(self, run: "PathRun", source: SourceFile, parsed: ParsedScript, variables: Variables,
                  positional: list[Word], depth: int) -> None:
         self.run = run
         self.source = source
@@ -53,8 +65,8 @@ class Shell(ControlFlow):
         self.variables.setdefault("BASH_SOURCE", Value(array=[(Piece(source.path, source.span(0, 0)),)]))
 
     # ---- pieces.Scope ------------------------------------------------------------------------
-    def lookup(self, name: str) -> Value | None | str:
-        return self.variables.get(name, "unknown")
+    def lookup(self, name: str) -> Lookup:
+        return self.variables.get(name, UNKNOWN)
 
     def assign_default(self, name: str, word: Word, span: Span) -> None:
         self.variables[name] = Value(scalar=word, span=span).within_limits(name, span)
@@ -80,67 +92,76 @@ class Shell(ControlFlow):
             status = self.run_node(node)
         return status
 
-    def run_node(self, node) -> bool | None:  # one dispatch table over node types
+    def run_node(self, node) -> bool | None:
+        """Run one node of the tree: its status (True/False), or None when it cannot be told."""
         self.run.step()
-        kind = node.type
-        if kind in ("comment", ";", ";;", "&", "\n") or not node.is_named:
+        if not node.is_named:  # `;`, `&`, newlines, keywords
             return True
-        if kind in ("program", "compound_statement", "do_group", "subshell"):
-            if kind == "compound_statement" and node.child_count and node.children[0].type == "((":
-                return self.arith_statement(node)
-            return self.run_block(node.named_children)
-        if kind == "redirected_statement":
-            body = node.child_by_field_name("body") or (node.named_children[0] if node.named_children else None)
-            return self.run_node(body) if body is not None and body.type not in _SKIP_ARG_TYPES else True
-        if kind == "variable_assignment":
-            self.assign(node)
-            return True
-        if kind == "variable_assignments":
-            for child in node.named_children:
-                self.assign(child)
-            return True
-        if kind == "declaration_command":
-            self.declare(node)
-            return True
-        if kind == "unset_command":
-            for child in node.named_children:
-                if child.type == "variable_name":
-                    self.variables[self.text(child)] = None  # type: ignore[assignment]  # None marks unset (absent means unknown); the table is typed for readers
-            return True
-        if kind == "command":
-            return self.command(node)
-        if kind == "list":
-            return self.run_list(node)
-        if kind == "pipeline":
-            status = None
-            for child in node.named_children:
-                status = self.run_node(child)
-            return status
-        if kind == "negated_command":
-            status = self.run_block(node.named_children)
-            return None if status is None else not status
-        if kind == "if_statement":
-            return self.run_if(node)
-        if kind == "case_statement":
-            return self.run_case(node)
-        if kind == "for_statement":
-            return self.run_for(node)
-        if kind in ("while_statement", "c_style_for_statement"):
-            body = node.child_by_field_name("body")
-            if body is not None and self.run.chooser.choose(2) == 0:
-                self.run_node(body)
-            return None
-        if kind == "function_definition":
-            name = node.child_by_field_name("name")
-            body = node.child_by_field_name("body")
-            if name is not None and body is not None:
-                self.functions[self.text(name)] = (self, body)
-            return True
-        if kind == "test_command":
-            return self.test(node)
-        if kind == "ERROR":
-            self.run.unknown(f"unparsable shell text {self.text(node)[:40]!r}", self.node_span(node))
-            return None
+        handler = _NODE_HANDLERS.get(node.type)
+        return handler(self, node) if handler is not None else None  # a node kind with no effect we model
+
+    # ---- one handler per node kind (the table `_NODE_HANDLERS` below) -----------------------------
+    def run_nothing(self, node) -> bool | None:
+        return True
+
+    def run_compound(self, node) -> bool | None:
+        """`{ ...; }`, or `(( ... ))` (tree-sitter-bash gives both the same node kind)."""
+        if node.child_count and node.children[0].type == "((":
+            return self.arith_statement(node)
+        return self.run_block(node.named_children)
+
+    def run_children(self, node) -> bool | None:
+        return self.run_block(node.named_children)
+
+    def run_redirected(self, node) -> bool | None:
+        body = node.child_by_field_name("body") or (node.named_children[0] if node.named_children else None)
+        return self.run_node(body) if body is not None and body.type not in _SKIP_ARG_TYPES else True
+
+    def run_assignment(self, node) -> bool | None:
+        self.assign(node)
+        return True
+
+    def run_assignments(self, node) -> bool | None:
+        for child in node.named_children:
+            self.assign(child)
+        return True
+
+    def run_declaration(self, node) -> bool | None:
+        self.declare(node)
+        return True
+
+    def run_unset(self, node) -> bool | None:
+        for child in node.named_children:
+            if child.type == "variable_name":
+                self.variables[self.text(child)] = None  # unset (a name absent from the table is unknown)
+        return True
+
+    def run_pipeline(self, node) -> bool | None:
+        status = None
+        for child in node.named_children:
+            status = self.run_node(child)
+        return status
+
+    def run_negated(self, node) -> bool | None:
+        status = self.run_block(node.named_children)
+        return None if status is None else not status
+
+    def run_loop(self, node) -> bool | None:
+        """`while`/`until`/C-style `for`: the body runs once or not at all (a choice of the path)."""
+        body = node.child_by_field_name("body")
+        if body is not None and self.run.chooser.choose(2) == 0:
+            self.run_node(body)
+        return None
+
+    def define_function(self, node) -> bool | None:
+        name = node.child_by_field_name("name")
+        body = node.child_by_field_name("body")
+        if name is not None and body is not None:
+            self.functions[self.text(name)] = (self, body)
+        return True
+
+    def run_error(self, node) -> bool | None:
+        self.run.unknown(f"unparsable shell text {self.text(node)[:40]!r}", self.node_span(node))
         return None
 
     # ---- helpers ------------------------------------------------------------------------------
@@ -232,7 +253,7 @@ class Shell(ControlFlow):
         memo[key] = shape
         return shape
 
-    def assign(self, node, exported: bool | None = None, target: dict[str, Value] | None = None) -> None:
+    def assign(self, node, exported: bool | None = None, target: Variables | dict[str, Value] | None = None) -> None:
         shape = self._assignment(node)
         if shape is None:
             return
@@ -418,7 +439,7 @@ class Shell(ControlFlow):
             shell.functions = self.functions
             shell.args_known = self.args_known or len(rest) > 1
         else:
-            env = {name: value.copy() for name, value in self.launch_env(prefix or {}).items()}
+            env: Variables = {name: value.copy() for name, value in self.launch_env(prefix or {}).items()}
             shell = Shell(self.run, source, parsed, env, positional, self.depth + 1)
         self.run.stack.append(path)
         try:
@@ -432,3 +453,32 @@ class Shell(ControlFlow):
             self.run.stack.pop()
         if same_shell:
             self.functions.update(shell.functions)
+
+
+# What each kind of tree-sitter-bash node does when run; a kind not in the table has no effect we
+# model (its status cannot be told).
+_NODE_HANDLERS: dict[str, Callable[[Shell, Any], bool | None]] = {
+    "comment": Shell.run_nothing,
+    **dict.fromkeys((";", ";;", "&", "\n"), Shell.run_nothing),  # separators, should tree-sitter ever name one
+    "program": Shell.run_children,
+    "do_group": Shell.run_children,
+    "subshell": Shell.run_children,
+    "compound_statement": Shell.run_compound,
+    "redirected_statement": Shell.run_redirected,
+    "variable_assignment": Shell.run_assignment,
+    "variable_assignments": Shell.run_assignments,
+    "declaration_command": Shell.run_declaration,
+    "unset_command": Shell.run_unset,
+    "command": Shell.command,
+    "list": Shell.run_list,
+    "pipeline": Shell.run_pipeline,
+    "negated_command": Shell.run_negated,
+    "if_statement": Shell.run_if,
+    "case_statement": Shell.run_case,
+    "for_statement": Shell.run_for,
+    "while_statement": Shell.run_loop,
+    "c_style_for_statement": Shell.run_loop,
+    "function_definition": Shell.define_function,
+    "test_command": Shell.test,
+    "ERROR": Shell.run_error,
+}

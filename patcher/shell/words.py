@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from rlpatch.shell.arith import ArithmeticExpansion
 from rlpatch.shell.params import _NAME_RE, ParameterExpansion
-from rlpatch.shell.pieces import Fields, Piece, Scope, Value, Word, over_limit
+from rlpatch.shell.pieces import UNKNOWN, Fields, Lookup, Piece, Scope, Value, Word, over_limit
 from rlpatch.shell.quoting import find_arith_end, find_backtick_end, find_brace_end, find_paren_end
 from rlpatch.shell.source import SourceFile, Span
 
@@ -262,7 +262,7 @@ class Expander(ParameterExpansion, ArithmeticExpansion):
             self._add_word(out, (Piece(count, via, desc="" if count else "$#"),), quoted, join)
             return
         value = self._value(name)
-        if isinstance(value, str) or value is None:
+        if not isinstance(value, Value):  # UNKNOWN or unset
             out.add(Piece(None, via, desc=self.text[start:stop]), quoted=True)
             return
         if value.over:  # a value past the bounds: this use is unknown (its own short description)
@@ -270,15 +270,15 @@ class Expander(ParameterExpansion, ArithmeticExpansion):
             return
         self._add_word(out, self._used(value.first(), via), quoted, join)
 
-    def _value(self, name: str) -> Value | None | str:
+    def _value(self, name: str) -> Lookup:
         if name.isdigit():
             args = self.scope.positional()
             if name == "0":
                 return Value(scalar=(Piece(self.src.path, self.src.span(0, 0)),))
             index = int(name) - 1
-            return Value(scalar=args[index]) if index < len(args) else "unknown"
+            return Value(scalar=args[index]) if index < len(args) else UNKNOWN
         if name in "?$!-":
-            return "unknown"
+            return UNKNOWN
         return self.scope.lookup(name)
 
 
@@ -290,7 +290,7 @@ class Expander(ParameterExpansion, ArithmeticExpansion):
 _MEMO_VARIANTS = 16  # remembered expansions per word (one per distinct set of values it read)
 
 
-def _same(now: Value | None | str, then: Value | None | str) -> bool:
+def _same(now: Lookup, then: Lookup) -> bool:
     """Whether an expansion would see the same thing in `now` as in `then`: the same words (not
     where the variable was assigned, nor whether it is exported). Values are never changed in
     place, so the same object is the same value; another path's copy compares equal word for
@@ -313,7 +313,7 @@ class _Recorder:
         self.reads: list[tuple[int, str, object]] = []
         self.pure = True
 
-    def lookup(self, name: str) -> Value | None | str:
+    def lookup(self, name: str) -> Lookup:
         value = self.scope.lookup(name)
         self.reads.append((0, name, value))
         return value
