@@ -23,8 +23,7 @@ from rlpatch.gen.build import Generated, generate
 from rlpatch.gen.modes import Request
 from rlpatch.gen.plan import ApplyStep, Targets
 from rlpatch.shell.api import NEWEST_VERL, env_assignments, file_kind
-from rlpatch.upstream.envprobe import probe, probe_root
-from rlpatch.upstream.versions import Version
+from rlpatch.upstream.api import Version, probe, probe_root
 
 MODES = ("training", "inference", "consistency")
 # Findings that only say the target is not patched yet: the next steps fix them (`rlpatch apply`).
@@ -205,7 +204,7 @@ def _released_verl(verl_version: str | None, other_target: bool) -> str | None:
     """The released verl whose wheel gives the config: the one asked for (its download failing is bad
     input: nothing is written), else the newest release when no target is named at all (when it
     cannot be downloaded, gen goes on without a config to compose and says so)."""
-    from rlpatch.upstream.wheelcache import unpacked_tree
+    from rlpatch.upstream.api import unpacked_tree
 
     if verl_version is not None:
         _version(verl_version, "--verl-version")

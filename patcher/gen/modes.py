@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from rlpatch.errors import InputError
 from rlpatch.gen.plan import ApplyStep, ConfigFile, Facts, Plan
 from rlpatch.shell.api import ACTOR, REF, ROLLOUT
-from rlpatch.upstream.versions import Version
+from rlpatch.upstream.api import Version
 
 TRAIN_STAGES = ("actor_compute_log_prob", "ref_compute_log_prob", "actor_update")
 PHASES = ("log_prob", "update_actor", "all")

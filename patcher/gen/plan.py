@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass, field
 
 from rlpatch.shell.api import Piece, Run, Setting, SourceFile, Span, parse_file, unquote
-from rlpatch.upstream.versions import Version
+from rlpatch.upstream.api import Version
 
 
 class NeedValue(Exception):

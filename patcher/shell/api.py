@@ -43,7 +43,7 @@ from rlpatch.shell.parse import ParsedScript, language, parse_file
 from rlpatch.shell.pieces import Piece, Value, Word, word_text
 from rlpatch.shell.results import Arg, Evaluation, Unknown
 from rlpatch.shell.source import MAX_SCRIPT_BYTES, InputTooLarge, SourceFile, Span, file_kind, read_regular, read_stream
-from rlpatch.upstream.versions import Version
+from rlpatch.upstream.api import Version
 
 __all__ = [
     "ACTOR", "INFERENCE_DUMP_KEYS", "MAX_SCRIPT_BYTES", "MODES", "NEWEST_VERL", "REF", "ROLLOUT", "SGLANG_DUMP_KEYS",

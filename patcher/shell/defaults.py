@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from rlpatch.upstream.versions import Version
+from rlpatch.upstream.api import Version
 
 AR = "actor_rollout_ref"
 ROLLOUT = f"{AR}.rollout"

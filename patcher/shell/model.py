@@ -24,7 +24,7 @@ from rlpatch.shell.pieces import unknown_descs, unknown_value, word_text
 from rlpatch.shell.results import Arg, Unknown
 from rlpatch.shell.run_summary import run_summary
 from rlpatch.shell.source import Span
-from rlpatch.upstream.versions import Version
+from rlpatch.upstream.api import Version
 
 Mode = Literal["training", "inference", "consistency", "none"]
 MODES: tuple[Mode, ...] = ("training", "inference", "consistency", "none")
