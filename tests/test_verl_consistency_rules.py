@@ -69,7 +69,7 @@ def test_rules_are_registered_in_mode_consistency() -> None:
 def test_duplicated_anchor_is_ambiguous() -> None:
     from rlpatch.rules import verl_prompts_only
 
-    doubled = verl_prompts_only.VALID[0].replace(
+    doubled = verl_prompts_only.VALID[0].source.replace(
         "            if bypass_recomputing_logprobs:\n                pass\n",
         "            if bypass_recomputing_logprobs:\n                pass\n" * 2,
     )
