@@ -46,11 +46,8 @@ from libcst import matchers as m
 
 from rlpatch.patch.rule import (
     AnchorError,
-    Gate,
     Insertion,
     PatchCase,
-    PatchRule,
-    Target,
     body_of,
     exactly_one,
     find_class,
@@ -509,21 +506,13 @@ if _dump_this_pass:
 """
 
 
-class VerlEngineFsdp(PatchRule):
+class VerlEngineFsdp(common.EngineDumpRule):
     """Dump each FSDP engine micro-batch with msprobe and log its request ids (update_actor_log.jsonl)."""
 
     id: ClassVar[str] = "verl-engine-fsdp"
-    package = "verl"
     files = (PATH,)
-    modes = frozenset({"consistency"})
     backend = "fsdp"
-    versions = "0.7.0+ (0.7.x needs trainer.use_legacy_worker_impl=disable; 0.6.x with --force)"
-    trainer = "engine workers (every trainer; on 0.7.x only with trainer.use_legacy_worker_impl=disable)"
-    trainers = frozenset({"v0", "v1", "fully-async"})
     markers = common.MARKERS + ("_dump_this_pass",)
-
-    def gate(self, target: Target) -> Gate:
-        return common.engine_gate(target)
 
     def insertions(self, path: str, module: cst.Module) -> list[Insertion]:
         engine = find_class(module, "FSDPEngine", path)

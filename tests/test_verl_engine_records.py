@@ -113,3 +113,12 @@ def test_reference_pass_is_skipped_once(tmp_path: Path, dumping: None) -> None:
     engine._dump_reference_pass = True  # what the patched disable_adapter() sets
     assert not engine.ensure(True)
     assert engine.ensure(True)  # the next pass is a log-prob pass again
+
+
+def test_the_engine_rules_share_a_base_the_registry_does_not_count() -> None:
+    from rlpatch import registry
+
+    engine_rules = [rule for rule in registry.patch_rules() if isinstance(rule, common.EngineDumpRule)]
+    assert [(rule.id, type(rule).__module__) for rule in engine_rules] == [
+        ("verl-engine-fsdp", verl_engine_fsdp.__name__), ("verl-engine-megatron", verl_engine_megatron.__name__)]
+    assert [rule.backend for rule in engine_rules] == ["fsdp", "megatron"]
