@@ -69,14 +69,14 @@ def case_lint_options(case: Case) -> LintOptions:
 def check_patch_case(rule: PatchRule, case: PatchCase) -> None:
     """A VALID case, as LibCST's assertCodemod checks a codemod: the rule turns the case's text into
     exactly `expected`; the result compiles; the engine finds it applied and a second apply writes
-    nothing; stripping it gives the original bytes back. The case is read as the rule's first file."""
+    nothing; stripping it gives the original bytes back."""
     import difflib
 
     import libcst as cst
 
     from rlpatch.patch import edits
 
-    path = rule.files[0]
+    path = case_path(rule, case)
     module = cst.parse_module(case.text)
     insertions = rule.insertions(path, module)
     states = [edits.locate(module, insertion).state for insertion in insertions]
@@ -95,6 +95,12 @@ def check_patch_case(rule: PatchRule, case: PatchCase) -> None:
     assert edits.strip(reparsed, sites).code == case.text, f"{rule.id}: stripping does not give the source back"
 
 
+def case_path(rule: PatchRule, case: PatchCase) -> str:
+    """The file of the rule a case stands for: its `path`, one of the rule's files, else the first."""
+    assert case.path is None or case.path in rule.files, f"{rule.id}: {case.path} is none of the rule's files"
+    return case.path or rule.files[0]
+
+
 def check_refused_case(rule: PatchRule, case: PatchCase) -> None:
     """An INVALID case: the rule refuses the case's text with an AnchorError whose message holds `refusal`."""
     import libcst as cst
@@ -102,7 +108,7 @@ def check_refused_case(rule: PatchRule, case: PatchCase) -> None:
     from rlpatch.patch.rule import AnchorError
 
     try:
-        rule.insertions(rule.files[0], cst.parse_module(case.text))
+        rule.insertions(case_path(rule, case), cst.parse_module(case.text))
     except AnchorError as refused:
         assert case.refusal and case.refusal in str(refused), f"{rule.id}: refused with {str(refused)!r}"
     else:

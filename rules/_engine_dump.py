@@ -7,6 +7,8 @@ file, and msprobe is imported only once dumping is switched on).
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import libcst as cst
 from libcst import matchers as m
 
@@ -195,7 +197,7 @@ class EngineDumpRule(PatchRule):
     versions = "0.7.0+ (0.7.x needs trainer.use_legacy_worker_impl=disable; 0.6.x with --force)"
     trainer = "engine workers (every trainer; on 0.7.x only with trainer.use_legacy_worker_impl=disable)"
     trainers = frozenset({"v0", "v1", "fully-async"})
-    markers = MARKERS
+    markers: ClassVar[tuple[str, ...]] = MARKERS
 
     def gate(self, target: Target) -> Gate:
         return engine_gate(target)

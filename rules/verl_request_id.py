@@ -72,7 +72,7 @@ SEND_STATEMENT = m.SimpleStatementLine(
 )
 RECORD_ID = 'OUTPUT.extra_fields["request_id"] = vllm_request_id'
 
-# Checked as agent_loop.py (the rule's first file): the 0.7.0 and 0.7.1 shapes.
+# The 0.7.0 and 0.7.1 shapes, as agent_loop.py (the rule's first file); the 0.9.x shape, as llm_server.py.
 VALID = [
     PatchCase(
         """
@@ -128,6 +128,37 @@ class AsyncLLMServerManager:
             self._release_server(server_id)
 """,
     ),
+    PatchCase(
+        """
+class LLMServerClient:
+    async def generate(self, request_id, *, prompt_ids):
+        server_id, server = await self._acquire_server(request_id)
+        try:
+            output: TokenOutput = await server.generate.remote(
+                request_id=self._vllm_request_id(request_id),  # use new request_id for each turn
+                prompt_ids=prompt_ids,
+            )
+            return output
+        finally:
+            self._release_server(server_id)
+""",
+        expected="""
+class LLMServerClient:
+    async def generate(self, request_id, *, prompt_ids):
+        server_id, server = await self._acquire_server(request_id)
+        try:
+            vllm_request_id = self._vllm_request_id(request_id)
+            output: TokenOutput = await server.generate.remote(
+                request_id=vllm_request_id,  # use new request_id for each turn
+                prompt_ids=prompt_ids,
+            )
+            output.extra_fields["request_id"] = vllm_request_id
+            return output
+        finally:
+            self._release_server(server_id)
+""",
+        path=LLM_SERVER,
+    ),
 ]
 INVALID = [
     # no request_id= argument
@@ -146,20 +177,6 @@ INVALID = [
         refusal="verl/experimental/agent_loop/agent_loop.py: AsyncLLMServerManager.generate: expected exactly one `output = await server.generate.remote(...)` statement, found 0",
     ),
 ]
-# The 0.9.x shape, checked as llm_server.py by tests/test_verl_consistency_rules.py.
-VALID_LLM_SERVER = """
-class LLMServerClient:
-    async def generate(self, request_id, *, prompt_ids):
-        server_id, server = await self._acquire_server(request_id)
-        try:
-            output: TokenOutput = await server.generate.remote(
-                request_id=self._vllm_request_id(request_id),  # use new request_id for each turn
-                prompt_ids=prompt_ids,
-            )
-            return output
-        finally:
-            self._release_server(server_id)
-"""
 
 
 class VerlRequestId(VerlConsistencyRule):

@@ -74,7 +74,7 @@ if "request_id" in ROW:
     ROW["request_id"] = ""  # a synthetic padding row answers no request
 """
 
-# Checked as agent_loop_tq.py (the rule's first file).
+# The row shape, as agent_loop_tq.py (the rule's first file); the padding shape, as padding_utils.py.
 VALID = [
     PatchCase(
         """
@@ -99,6 +99,25 @@ class AgentLoopWorkerTQ(AgentLoopWorker):
         await tq.async_kv_batch_put(keys=keys, fields=list_of_dict_to_tensordict(fields), tags=tags)
 """,
     ),
+    PatchCase(
+        """
+def upsample_batch_to_divisible_size(batch, batch_multiple, eos_token_id):
+    template_sample, template_tag = construct_minimal_padding_template(source_td, tag, eos_token_id)
+    pad_uid = f"pad{uuid.uuid4().hex}"
+    template_sample["uid"] = pad_uid
+    return batch
+""",
+        expected="""
+def upsample_batch_to_divisible_size(batch, batch_multiple, eos_token_id):
+    template_sample, template_tag = construct_minimal_padding_template(source_td, tag, eos_token_id)
+    pad_uid = f"pad{uuid.uuid4().hex}"
+    template_sample["uid"] = pad_uid
+    if "request_id" in template_sample:
+        template_sample["request_id"] = ""  # a synthetic padding row answers no request
+    return batch
+""",
+        path=PADDING,
+    ),
 ]
 INVALID = [
     # no append anchor
@@ -112,14 +131,6 @@ INVALID = [
         refusal="verl/trainer/ppo/v1/agent_loop_tq.py: expected exactly one top-level class AgentLoopWorkerTQ, found 0",
     ),
 ]
-# The padding shape, checked as padding_utils.py by tests/test_verl_v1_rules.py.
-VALID_PADDING = """
-def upsample_batch_to_divisible_size(batch, batch_multiple, eos_token_id):
-    template_sample, template_tag = construct_minimal_padding_template(source_td, tag, eos_token_id)
-    pad_uid = f"pad{uuid.uuid4().hex}"
-    template_sample["uid"] = pad_uid
-    return batch
-"""
 
 
 class VerlRequestIdV1(VerlV1Rule):

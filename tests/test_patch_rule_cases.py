@@ -49,7 +49,7 @@ def test_every_rule_documents_different_good_and_bad_shapes():
     same = []
     for rule in RULES:
         module = __import__(type(rule).__module__, fromlist=["VALID"])
-        good, bad = getattr(module, "VALID")[0], getattr(module, "INVALID")[0]
+        good, bad = module.VALID[0], module.INVALID[0]
         if textwrap.dedent(good.source).strip() == textwrap.dedent(bad.source).strip():
             same.append(rule.id)
     assert not same, same

@@ -85,7 +85,8 @@ def test_duplicated_anchor_is_ambiguous() -> None:
 def _request_id_case() -> tuple[str, str]:
     from rlpatch.rules import verl_request_id
 
-    return verl_request_id.LLM_SERVER, verl_request_id.VALID_LLM_SERVER
+    case = next(case for case in verl_request_id.VALID if case.path == verl_request_id.LLM_SERVER)
+    return case.path, case.source
 
 
 def _patched_request_id_case() -> tuple[str, str, str]:

@@ -103,11 +103,13 @@ class PatchCase:
 
     Case texts are written as triple-quoted strings at the left margin, so `source` and `expected`
     drop their common indentation and leading newlines (`text`, `patched`) before they are compared.
+    A case stands for the rule's first file unless `path` names another of its `files`.
     """
 
     source: str
     expected: str | None = None
     refusal: str | None = None
+    path: str | None = None
 
     def __post_init__(self) -> None:
         if (self.expected is None) == (self.refusal is None):
