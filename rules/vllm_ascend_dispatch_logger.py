@@ -79,6 +79,28 @@ class NPUModelRunner:
             from msprobe.pytorch import PrecisionDebugger
             self.debugger = PrecisionDebugger(dump_cfg)
 """
+# What _INIT becomes in every good case, with the method the patch adds (the head of each `expected`).
+_PATCHED_INIT = '''
+class NPUModelRunner:
+    def __init__(self, dump_cfg):
+        self.debugger = None
+        self._dispatch_logger = None
+        if dump_cfg is not None:
+            from msprobe.pytorch import PrecisionDebugger
+            self.debugger = PrecisionDebugger(dump_cfg)
+            from vllm_ascend.worker.dispatch_logger import DispatchLogger
+            self._dispatch_logger = DispatchLogger.for_debugger(self.debugger)
+
+    def _finish_msprobe_step(self, scheduler_output):
+        """rlpatch: record the requests of the step msprobe is about to close (dispatch_log.jsonl)."""
+        dispatch_logger = getattr(self, "_dispatch_logger", None)
+        if dispatch_logger is None or self.debugger is None:
+            return
+        if not getattr(self, "_debugger_started", True):
+            # 0.20.2rc1+: no dump step is open, _finalize_dump_data will not stop anything.
+            return
+        dispatch_logger.log_debugger_step(self.debugger, scheduler_output, getattr(self, "attn_state", None))
+'''
 VALID: list[PatchCase] = [
     # inline stops (0.12 .. 0.19)
     PatchCase(
@@ -102,27 +124,7 @@ VALID: list[PatchCase] = [
             self.debugger.step()
         return hidden
 """,
-        expected='''
-class NPUModelRunner:
-    def __init__(self, dump_cfg):
-        self.debugger = None
-        self._dispatch_logger = None
-        if dump_cfg is not None:
-            from msprobe.pytorch import PrecisionDebugger
-            self.debugger = PrecisionDebugger(dump_cfg)
-            from vllm_ascend.worker.dispatch_logger import DispatchLogger
-            self._dispatch_logger = DispatchLogger.for_debugger(self.debugger)
-
-    def _finish_msprobe_step(self, scheduler_output):
-        """rlpatch: record the requests of the step msprobe is about to close (dispatch_log.jsonl)."""
-        dispatch_logger = getattr(self, "_dispatch_logger", None)
-        if dispatch_logger is None or self.debugger is None:
-            return
-        if not getattr(self, "_debugger_started", True):
-            # 0.20.2rc1+: no dump step is open, _finalize_dump_data will not stop anything.
-            return
-        dispatch_logger.log_debugger_step(self.debugger, scheduler_output, getattr(self, "attn_state", None))
-
+        expected=_PATCHED_INIT + """
     def execute_model(self, scheduler_output):
         if self.debugger is not None:
             self.debugger.start(model=self.model)
@@ -142,7 +144,7 @@ class NPUModelRunner:
             self.debugger.stop()
             self.debugger.step()
         return hidden
-''',
+""",
     ),
     # _finalize_dump_data (0.20.2rc1+)
     PatchCase(
@@ -168,27 +170,7 @@ class NPUModelRunner:
             self.debugger.stop()
             self.debugger.step(**kwargs)
 """,
-        expected='''
-class NPUModelRunner:
-    def __init__(self, dump_cfg):
-        self.debugger = None
-        self._dispatch_logger = None
-        if dump_cfg is not None:
-            from msprobe.pytorch import PrecisionDebugger
-            self.debugger = PrecisionDebugger(dump_cfg)
-            from vllm_ascend.worker.dispatch_logger import DispatchLogger
-            self._dispatch_logger = DispatchLogger.for_debugger(self.debugger)
-
-    def _finish_msprobe_step(self, scheduler_output):
-        """rlpatch: record the requests of the step msprobe is about to close (dispatch_log.jsonl)."""
-        dispatch_logger = getattr(self, "_dispatch_logger", None)
-        if dispatch_logger is None or self.debugger is None:
-            return
-        if not getattr(self, "_debugger_started", True):
-            # 0.20.2rc1+: no dump step is open, _finalize_dump_data will not stop anything.
-            return
-        dispatch_logger.log_debugger_step(self.debugger, scheduler_output, getattr(self, "attn_state", None))
-
+        expected=_PATCHED_INIT + """
     def execute_model(self, scheduler_output):
         self._start_dump_data()
         if not scheduler_output.total_num_scheduled_tokens:
@@ -210,7 +192,7 @@ class NPUModelRunner:
         if self.debugger is not None:
             self.debugger.stop()
             self.debugger.step(**kwargs)
-''',
+""",
     ),
 ]
 INVALID: list[PatchCase] = [
