@@ -2,8 +2,9 @@
 
 The rule modules' VALID/INVALID cases run against small upstream-shaped trees in the repository's
 `fixtures/` folder (a wheel does not ship it: those cases run from a checkout only). `lint_case`
-runs one lint case, `check_patch_case` / `check_refused_case` one patch rule case; `paused_cli` is the command line of an rlpatch process that holds each patch
-transaction open between two file writes, so a test can SIGKILL it there.
+runs one lint case, `check_patch_case` / `check_refused_case` one patch rule case (PatchCase);
+`paused_cli` is the command line of an rlpatch process that holds each patch transaction open
+between two file writes, so a test can SIGKILL it there.
 """
 
 from __future__ import annotations
