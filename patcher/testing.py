@@ -2,8 +2,9 @@
 
 The rule modules' VALID/INVALID cases run against small upstream-shaped trees in the repository's
 `fixtures/` folder (a wheel does not ship it: those cases run from a checkout only). `lint_case`
-runs one lint case; `paused_cli` is the command line of an rlpatch process that holds each patch
-transaction open between two file writes, so a test can SIGKILL it there.
+runs one lint case, `check_patch_case` / `check_refused_case` one patch rule case (PatchCase);
+`paused_cli` is the command line of an rlpatch process that holds each patch transaction open
+between two file writes, so a test can SIGKILL it there.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from rlpatch.lint.rule import Case, Finding, LintOptions, LintRule
+    from rlpatch.patch.rule import PatchCase, PatchRule
 
 # The repository's fixtures, next to the package's source folder (patcher/).
 FIXTURES_ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "fixtures")
@@ -63,6 +65,55 @@ def case_lint_options(case: Case) -> LintOptions:
     if "allow_level" in values:
         values["allow_level"] = frozenset(values["allow_level"])
     return LintOptions(**values)
+
+
+def check_patch_case(rule: PatchRule, case: PatchCase) -> None:
+    """A VALID case, as LibCST's assertCodemod checks a codemod: the rule turns the case's text into
+    exactly `expected`; the result compiles; the engine finds it applied and a second apply writes
+    nothing; stripping it gives the original bytes back."""
+    import difflib
+
+    import libcst as cst
+
+    from rlpatch.patch import edits
+
+    path = case_path(rule, case)
+    module = cst.parse_module(case.text)
+    insertions = rule.insertions(path, module)
+    states = [edits.locate(module, insertion).state for insertion in insertions]
+    assert insertions and states == ["absent"] * len(insertions), f"{rule.id}: before patching: {states}"
+    patched = edits.insert(module, insertions).code
+    assert patched == case.patched, f"{rule.id}: the patched text is not the case's expected text:\n" + "".join(
+        difflib.unified_diff(case.patched.splitlines(True), patched.splitlines(True), "expected", "patched"))
+    compile(patched, path, "exec", dont_inherit=True)
+
+    reparsed = cst.parse_module(patched)
+    sites = [edits.locate(reparsed, insertion) for insertion in rule.insertions(path, reparsed)]
+    assert [site.state for site in sites] == ["applied"] * len(insertions), f"{rule.id}: {[s.state for s in sites]}"
+    # What apply inserts into a file is its edits still absent (engine.Session._file_plan): none here.
+    pending = [site.insertion for site in sites if site.state == "absent"]
+    assert edits.insert(reparsed, pending).code == patched, f"{rule.id}: a second apply changes the file"
+    assert edits.strip(reparsed, sites).code == case.text, f"{rule.id}: stripping does not give the source back"
+
+
+def case_path(rule: PatchRule, case: PatchCase) -> str:
+    """The file of the rule a case stands for: its `path`, one of the rule's files, else the first."""
+    assert case.path is None or case.path in rule.files, f"{rule.id}: {case.path} is none of the rule's files"
+    return case.path or rule.files[0]
+
+
+def check_refused_case(rule: PatchRule, case: PatchCase) -> None:
+    """An INVALID case: the rule refuses the case's text with an AnchorError whose message holds `refusal`."""
+    import libcst as cst
+
+    from rlpatch.patch.rule import AnchorError
+
+    try:
+        rule.insertions(case_path(rule, case), cst.parse_module(case.text))
+    except AnchorError as refused:
+        assert case.refusal and case.refusal in str(refused), f"{rule.id}: refused with {str(refused)!r}"
+    else:
+        raise AssertionError(f"{rule.id}: the case was not refused (expected {case.refusal!r})")
 
 
 def pause_between_writes(seconds: float) -> None:

@@ -1,4 +1,4 @@
-"""Code shared by the two verl engine-worker rules: the methods they add and their anchors.
+"""Code shared by the two verl engine-worker rules: their base class, the methods they add, their anchors.
 
 The methods are inserted as text into the upstream class, so they are self-contained: every
 module they need is imported inside the method (nothing depends on the imports of the upstream
@@ -7,10 +7,21 @@ file, and msprobe is imported only once dumping is switched on).
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import libcst as cst
 from libcst import matchers as m
 
-from rlpatch.patch.rule import AnchorError, Gate, Insertion, Target, blank_line_before, body_of, parse_statements
+from rlpatch.patch.rule import (
+    AnchorError,
+    Gate,
+    Insertion,
+    PatchRule,
+    Target,
+    blank_line_before,
+    body_of,
+    parse_statements,
+)
 from rlpatch.upstream.switches import DUMP_PHASES, TRUTHY, py_tuple
 from rlpatch.upstream.versions import Version
 
@@ -172,3 +183,21 @@ def engine_gate(target: Target) -> Gate:
     if version < Version.parse("0.8.0"):
         return Gate("warn", f"verl {version}: the engine path runs only with trainer.use_legacy_worker_impl=disable")
     return Gate.ok()
+
+
+class EngineDumpRule(PatchRule):
+    """Base of the engine-worker rules (one per backend): what they share but the file and the anchors.
+
+    Defined here, it is no rule of its own: the registry takes from each rule module the one
+    PatchRule subclass that module defines.
+    """
+
+    package = "verl"
+    modes = frozenset({"consistency"})
+    versions = "0.7.0+ (0.7.x needs trainer.use_legacy_worker_impl=disable; 0.6.x with --force)"
+    trainer = "engine workers (every trainer; on 0.7.x only with trainer.use_legacy_worker_impl=disable)"
+    trainers = frozenset({"v0", "v1", "fully-async"})
+    markers: ClassVar[tuple[str, ...]] = MARKERS
+
+    def gate(self, target: Target) -> Gate:
+        return engine_gate(target)

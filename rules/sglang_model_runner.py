@@ -45,6 +45,7 @@ from rlpatch.patch.rule import (
     AnchorError,
     Gate,
     Insertion,
+    PatchCase,
     PatchRule,
     Target,
     blank_line_before,
@@ -81,18 +82,84 @@ class ModelRunner:
         self.server_args = server_args
         self.is_draft_worker = is_draft_worker
 """
-VALID: list[str] = [
+# What _INIT becomes in every good case, with the method the patch adds (the head of each `expected`).
+_PATCHED_INIT = '''
+class ModelRunner:
+    def __init__(self, server_args, gpu_id, is_draft_worker=False):
+        self.gpu_id = gpu_id
+        self.server_args = server_args
+        self.is_draft_worker = is_draft_worker
+        self.msprobe_debugger = None
+        self.init_msprobe()
+
+    def init_msprobe(self):
+        """rlpatch: create the msprobe debugger from MSPROBE_SGLANG_CONFIG (native in SGLang 0.5.11+)."""
+        import os
+
+        if self.is_draft_worker:
+            return
+        variable = "MSPROBE_SGLANG_CONFIG"
+        mode = str(getattr(self.server_args, "disaggregation_mode", None) or "null")
+        if mode != "null":
+            # Prefill and decode servers must not share a config: each needs its own dump_path.
+            if mode not in ("prefill", "decode"):
+                raise ValueError(f"rlpatch msprobe dump: unknown disaggregation_mode {mode!r}")
+            variable = "MSPROBE_SGLANG_CONFIG_" + mode.upper()
+            if not os.environ.get(variable) and os.environ.get("MSPROBE_SGLANG_CONFIG"):
+                raise RuntimeError(
+                    f"rlpatch msprobe dump: this is a {mode} server (PD disaggregation): "
+                    f"set {variable} instead of MSPROBE_SGLANG_CONFIG"
+                )
+        config_path = os.environ.get(variable)
+        if not config_path:
+            return
+        if not os.path.isfile(config_path):
+            raise FileNotFoundError(f"rlpatch msprobe dump: {variable}={config_path}: no such config file")
+        try:
+            from msprobe.pytorch import PrecisionDebugger, seed_all
+        except ImportError as err:
+            raise ImportError(
+                f"rlpatch msprobe dump: {variable} is set but msprobe cannot be imported ({err}); "
+                "pip install mindstudio-probe"
+            ) from err
+        if not getattr(self.server_args, "disable_cuda_graph", True):
+            # As SGLang 0.5.11 does: msprobe dumps eager mode only, graph replays would dump nothing.
+            import logging
+
+            logging.getLogger(__name__).warning("rlpatch msprobe dump: disabling CUDA/NPU graphs (eager mode only)")
+            self.server_args.disable_cuda_graph = True
+        seed_all(mode=True)
+        self.msprobe_debugger = PrecisionDebugger(config_path=config_path)
+'''
+VALID: list[PatchCase] = [
     # one final return (0.4.6 .. 0.5.10)
-    _INIT
-    + """
+    PatchCase(
+        _INIT
+        + """
     def forward(self, forward_batch):
         self.forward_pass_id += 1
         output = self._forward_raw(forward_batch)
         return output
 """,
+        expected=_PATCHED_INIT + """
+    def forward(self, forward_batch):
+        self.forward_pass_id += 1
+        if self.msprobe_debugger is not None:
+            if (getattr(self.server_args, "dp_size", 1) or 1) > 1:
+                self.msprobe_debugger.start(model=self.model, rank_id=self.gpu_id)
+            else:
+                self.msprobe_debugger.start(model=self.model)
+        output = self._forward_raw(forward_batch)
+        if self.msprobe_debugger is not None:
+            self.msprobe_debugger.stop()
+            self.msprobe_debugger.step()
+        return output
+""",
+    ),
     # dispatcher with four returns (0.4.3)
-    _INIT
-    + """
+    PatchCase(
+        _INIT
+        + """
     def forward(self, forward_batch):
         if forward_batch.graph:
             return self.graph_runner.replay(forward_batch)
@@ -105,11 +172,36 @@ VALID: list[str] = [
         else:
             raise ValueError(forward_batch.forward_mode)
 """,
+        expected=_PATCHED_INIT + """
+    def forward(self, forward_batch):
+        if self.msprobe_debugger is not None:
+            if (getattr(self.server_args, "dp_size", 1) or 1) > 1:
+                self.msprobe_debugger.start(model=self.model, rank_id=self.gpu_id)
+            else:
+                self.msprobe_debugger.start(model=self.model)
+        try:
+            if forward_batch.graph:
+                return self.graph_runner.replay(forward_batch)
+            if forward_batch.forward_mode.is_decode():
+                return self.forward_decode(forward_batch)
+            elif forward_batch.forward_mode.is_extend():
+                return self.forward_extend(forward_batch)
+            elif forward_batch.forward_mode.is_idle():
+                return self.forward_idle(forward_batch)
+            else:
+                raise ValueError(forward_batch.forward_mode)
+        finally:
+            if self.msprobe_debugger is not None:
+                self.msprobe_debugger.stop()
+                self.msprobe_debugger.step()
+""",
+    ),
 ]
-INVALID: list[str] = [
+INVALID: list[PatchCase] = [
     # early return after forward_pass_id
-    _INIT
-    + """
+    PatchCase(
+        _INIT
+        + """
     def forward(self, forward_batch):
         self.forward_pass_id += 1
         if forward_batch.empty:
@@ -117,15 +209,21 @@ INVALID: list[str] = [
         output = self._forward_raw(forward_batch)
         return output
 """,
+        refusal="sglang/srt/model_executor/model_runner.py: ModelRunner.forward: expected a single `return output` as the last statement, found 2 return statement(s), the last statement being `return output`",
+    ),
     # final statement is not `return output`
-    _INIT
-    + """
+    PatchCase(
+        _INIT
+        + """
     def forward(self, forward_batch):
         self.forward_pass_id += 1
         return self._forward_raw(forward_batch)
 """,
+        refusal="sglang/srt/model_executor/model_runner.py: ModelRunner.forward: expected a single `return output` as the last statement, found 1 return statement(s), the last statement being `return self._forward_raw(forward_batch)`",
+    ),
     # no draft-worker flag in __init__
-    """\
+    PatchCase(
+        """\
 class ModelRunner:
     def __init__(self, server_args):
         self.server_args = server_args
@@ -135,6 +233,8 @@ class ModelRunner:
         output = self._forward_raw(forward_batch)
         return output
 """,
+        refusal="sglang/srt/model_executor/model_runner.py: ModelRunner.__init__: expected exactly one `self.is_draft_worker = ...` assignment, found 0",
+    ),
 ]
 
 # ---------------------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from __future__ import annotations
 import libcst as cst
 from libcst import matchers as m
 
-from rlpatch.patch.rule import AnchorError, Insertion, at_function_start
+from rlpatch.patch.rule import AnchorError, Insertion, PatchCase, at_function_start
 
 from ._verl_consistency import PROMPTS_ONLY_IS_ON, VerlConsistencyRule
 
@@ -53,7 +53,8 @@ if {{switch}} or not all(
 """
 
 VALID = [
-    '''
+    PatchCase(
+        '''
 import logging
 logger = logging.getLogger(__file__)
 
@@ -61,10 +62,41 @@ def calculate_debug_metrics(data):
     """Rollout vs actor log-prob diff."""
     return {}
 ''',
+        expected='''
+import logging
+logger = logging.getLogger(__file__)
+
+def calculate_debug_metrics(data):
+    """Rollout vs actor log-prob diff."""
+    import os
+
+    if os.environ.get("PROMPTS_ONLY", "").strip().lower() in ("1", "true", "yes", "on") or not all(
+        key in data.batch.keys() and data.batch[key].size(-1) > 0
+        for key in ("responses", "old_log_probs", "rollout_log_probs")
+    ):
+        logger.warning("PROMPTS_ONLY is on or the batch has no response log-probs: skipping debug metrics")
+        return {
+            "training/rollout_probs_diff_valid": 0,
+            "training/rollout_probs_diff_max": 0.0,
+            "training/rollout_probs_diff_mean": 0.0,
+            "training/rollout_probs_diff_std": 0.0,
+            "training/rollout_actor_probs_pearson_corr": 0.0,
+        }
+    return {}
+''',
+    ),
 ]
 INVALID = [
-    VALID[0].replace('"""Rollout vs actor log-prob diff."""', "pass"),  # no docstring
-    VALID[0].replace("logger = logging.getLogger(__file__)", ""),  # no module logger for the warning
+    # no docstring
+    PatchCase(
+        VALID[0].source.replace('"""Rollout vs actor log-prob diff."""', "pass"),
+        refusal="verl/utils/debug/metrics.py: calculate_debug_metrics: expected a docstring as the first statement of the function, found none",
+    ),
+    # no module logger for the warning
+    PatchCase(
+        VALID[0].source.replace("logger = logging.getLogger(__file__)", ""),
+        refusal="verl/utils/debug/metrics.py: expected a module-level `logger = ...` for the warning, found none",
+    ),
 ]
 
 MODULE_LOGGER = m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(target=m.Name("logger"))])])

@@ -46,10 +46,8 @@ from libcst import matchers as m
 
 from rlpatch.patch.rule import (
     AnchorError,
-    Gate,
     Insertion,
-    PatchRule,
-    Target,
+    PatchCase,
     body_of,
     exactly_one,
     find_class,
@@ -62,9 +60,99 @@ from . import _engine_dump as common
 
 PATH = "verl/workers/engine/fsdp/transformer_impl.py"
 
+# What FSDPEngine becomes in every good case up to forward_backward_batch (the head of each `expected`).
+_PATCHED_ENGINE = r'''
+class FSDPEngine:
+    def __init__(self):
+        super().__init__()
+        self._debugger = None
+
+    def _ensure_debugger(self, forward_only):
+        """rlpatch (msprobe): whether this pass is dumped; creates the PrecisionDebugger on first use."""
+        # DUMP_ON=1 switches dumping on; DUMP_PHASE picks the passes: log_prob (forward-only, the
+        # default), update_actor (training) or all; MSPROBE_ACTOR_CONFIG names the msprobe config.json.
+        import json
+        import os
+
+        # disable_adapter() announced this pass as LoRA's reference pass (ref_in_actor: the actor's
+        # forward with its adapter off): the reference log-probs are never dumped. Read once per pass.
+        reference_pass = getattr(self, "_dump_reference_pass", False)
+        self._dump_reference_pass = False
+        if os.environ.get("DUMP_ON", "").strip().lower() not in ("1", "true", "yes", "on"):
+            return False
+        phase = os.environ.get("DUMP_PHASE", "").strip() or "log_prob"
+        if phase not in ("log_prob", "update_actor", "all"):
+            raise ValueError(f"rlpatch: DUMP_PHASE={phase!r} is not one of log_prob, update_actor, all")
+        if getattr(getattr(self, "engine_config", None), "forward_only", False) or reference_pass:
+            return False  # the reference engine (forward-only by config) or pass: never dumped
+        if phase != "all" and (phase == "log_prob") != bool(forward_only):
+            return False
+        self._dump_phase = "log_prob" if forward_only else "update_actor"
+        if getattr(self, "_debugger", None) is None:
+            config_path = os.environ.get("MSPROBE_ACTOR_CONFIG", "").strip()
+            if not config_path:
+                raise RuntimeError("rlpatch: DUMP_ON=1 needs MSPROBE_ACTOR_CONFIG=/path/to/msprobe/config.json")
+            if not os.path.isfile(config_path):
+                raise FileNotFoundError(f"rlpatch: MSPROBE_ACTOR_CONFIG={config_path!r} is not a file")
+            with open(config_path, encoding="utf-8") as config_file:
+                dump_path = json.load(config_file).get("dump_path")
+            if not dump_path:
+                raise ValueError(f"rlpatch: {config_path} sets no dump_path; update_actor_log.jsonl needs one")
+            from msprobe.pytorch import PrecisionDebugger, seed_all
+
+            seed_all(mode=True)
+            # Never pass model= here: msprobe 26.x removed it from the constructor.
+            self._debugger = PrecisionDebugger(config_path=config_path)
+            log_dir = os.path.join(dump_path, str(os.getpid()))
+            os.makedirs(log_dir, exist_ok=True)
+            self._update_actor_log = open(os.path.join(log_dir, "update_actor_log.jsonl"), "a", encoding="utf-8")
+        return True
+
+    def _log_update_actor_step(self, micro_batch):
+        """rlpatch (msprobe): append this micro-batch's record to update_actor_log.jsonl."""
+        import json
+        import os
+        import time
+
+        import torch
+
+        service = getattr(self._debugger, "service", None)
+        if getattr(service, "should_stop_service", False):
+            return
+        # msprobe dumps only the steps (and ranks) its config lists: a record without a dump is not written.
+        config = getattr(service, "config", None)
+        step = getattr(service, "current_iter", None)
+        if getattr(config, "step", None) and step not in config.step:
+            return
+        if getattr(config, "rank", None) and getattr(service, "current_rank", None) not in config.rank:
+            return
+        request_ids = micro_batch.get("request_id", None) if hasattr(micro_batch, "get") else None
+        if request_ids is None:
+            request_ids = []
+        elif hasattr(request_ids, "tolist"):
+            request_ids = request_ids.tolist()
+        elif isinstance(request_ids, str):
+            request_ids = [request_ids]
+        request_ids = [str(request_id) for request_id in request_ids]
+        distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
+        record = {
+            "source": "verl_engine",
+            "phase": getattr(self, "_dump_phase", None),
+            "timestamp": time.time(),
+            "pid": os.getpid(),
+            "rank": torch.distributed.get_rank() if distributed else 0,
+            "step": step,
+            "request_ids": request_ids,
+            "num_requests": len(request_ids),
+        }
+        self._update_actor_log.write(json.dumps(record) + "\n")
+        self._update_actor_log.flush()
+'''
+
 # Good: the two loop shapes verl has shipped (0.6-0.8, and 0.9 with enumerate and sync contexts).
 VALID = [
-    """
+    PatchCase(
+        """
 class FSDPEngine:
     def __init__(self):
         super().__init__()
@@ -77,7 +165,25 @@ class FSDPEngine:
                     loss.backward()
             output_lst.append(meta_info)
 """,
-    """
+        expected=_PATCHED_ENGINE + """
+    def forward_backward_batch(self, data, loss_function, forward_only=False):
+        _dump_this_pass = self._ensure_debugger(forward_only)
+        for micro_batch in micro_batches:
+            if _dump_this_pass:
+                self._debugger.start(model=self.module)
+            with ctx:
+                loss, meta_info = self.forward_step(micro_batch, loss_function=loss_function, forward_only=forward_only)
+                if not forward_only:
+                    loss.backward()
+            if _dump_this_pass:
+                self._log_update_actor_step(micro_batch)
+                self._debugger.stop()
+                self._debugger.step()
+            output_lst.append(meta_info)
+""",
+    ),
+    PatchCase(
+        """
 class FSDPEngine:
     def __init__(self):
         super().__init__()
@@ -89,7 +195,24 @@ class FSDPEngine:
                 loss, meta_info = self.forward_step(micro_batch, loss_function=loss_function, forward_only=forward_only)
             output_lst.append(meta_info)
 """,
-    """
+        expected=_PATCHED_ENGINE + """
+    def forward_backward_batch(self, data, loss_function, forward_only=False):
+        _dump_this_pass = self._ensure_debugger(forward_only)
+        for micro_batch_idx, micro_batch in enumerate(micro_batches):
+            sync_ctx = nullcontext()
+            if _dump_this_pass:
+                self._debugger.start(model=self.module)
+            with ctx, sync_ctx:
+                loss, meta_info = self.forward_step(micro_batch, loss_function=loss_function, forward_only=forward_only)
+            if _dump_this_pass:
+                self._log_update_actor_step(micro_batch)
+                self._debugger.stop()
+                self._debugger.step()
+            output_lst.append(meta_info)
+""",
+    ),
+    PatchCase(
+        """
 class FSDPEngine:
     def __init__(self):
         super().__init__()
@@ -103,6 +226,25 @@ class FSDPEngine:
     def disable_adapter(self) -> ContextManager:
         return self.module.disable_adapter()
 """,
+        expected=_PATCHED_ENGINE + """
+    def forward_backward_batch(self, data, loss_function, forward_only=False):
+        _dump_this_pass = self._ensure_debugger(forward_only)
+        for micro_batch_idx, micro_batch in enumerate(micro_batches):
+            if _dump_this_pass:
+                self._debugger.start(model=self.module)
+            with ctx:
+                loss, meta_info = self.forward_step(micro_batch, loss_function=loss_function, forward_only=forward_only)
+            if _dump_this_pass:
+                self._log_update_actor_step(micro_batch)
+                self._debugger.stop()
+                self._debugger.step()
+            output_lst.append(meta_info)
+
+    def disable_adapter(self) -> ContextManager:
+        self._dump_reference_pass = True  # rlpatch: the next pass is LoRA's reference pass
+        return self.module.disable_adapter()
+""",
+    ),
 ]
 
 # What VALID[2]'s `disable_adapter` becomes (pinned by tests/test_verl_engine_records.py).
@@ -115,7 +257,8 @@ PATCHED_DISABLE_ADAPTER = """
 # Bad: drifted shapes the rule must refuse (renamed method, duplicated loop, loop without `with`,
 # a disable_adapter with two returns: which one runs before the reference pass is not known).
 INVALID = [
-    """
+    PatchCase(
+        """
 class FSDPEngine:
     def __init__(self):
         super().__init__()
@@ -125,7 +268,10 @@ class FSDPEngine:
             with ctx:
                 loss, meta_info = self.forward_step(micro_batch, loss_function=loss_function, forward_only=forward_only)
 """,
-    """
+        refusal="verl/workers/engine/fsdp/transformer_impl.py: class FSDPEngine: expected exactly one method forward_backward_batch, found 0 methods named forward_backward_batch",
+    ),
+    PatchCase(
+        """
 class FSDPEngine:
     def __init__(self):
         super().__init__()
@@ -138,7 +284,10 @@ class FSDPEngine:
             with ctx:
                 loss, meta_info = self.forward_step(micro_batch, loss_function=loss_function, forward_only=forward_only)
 """,
-    """
+        refusal="verl/workers/engine/fsdp/transformer_impl.py: FSDPEngine.forward_backward_batch: expected exactly one for loop over micro_batches, found 2",
+    ),
+    PatchCase(
+        """
 class FSDPEngine:
     def __init__(self):
         super().__init__()
@@ -147,7 +296,10 @@ class FSDPEngine:
         for micro_batch in micro_batches:
             loss, meta_info = self.forward_step(micro_batch, loss_function=loss_function, forward_only=forward_only)
 """,
-    """
+        refusal="verl/workers/engine/fsdp/transformer_impl.py: FSDPEngine.forward_backward_batch: micro-batch loop: expected exactly one `with` statement in the loop body, found 0",
+    ),
+    PatchCase(
+        """
 class FSDPEngine:
     def __init__(self):
         super().__init__()
@@ -162,6 +314,8 @@ class FSDPEngine:
             return nullcontext()
         return self.module.disable_adapter()
 """,
+        refusal="verl/workers/engine/fsdp/transformer_impl.py: FSDPEngine.disable_adapter: expected exactly one `return`, in the method's own body, found 2 return statement(s), 1 at the top",
+    ),
 ]
 
 _MICRO_BATCH_LOOP = m.For(
@@ -183,21 +337,13 @@ if _dump_this_pass:
 """
 
 
-class VerlEngineFsdp(PatchRule):
+class VerlEngineFsdp(common.EngineDumpRule):
     """Dump each FSDP engine micro-batch with msprobe and log its request ids (update_actor_log.jsonl)."""
 
     id: ClassVar[str] = "verl-engine-fsdp"
-    package = "verl"
     files = (PATH,)
-    modes = frozenset({"consistency"})
     backend = "fsdp"
-    versions = "0.7.0+ (0.7.x needs trainer.use_legacy_worker_impl=disable; 0.6.x with --force)"
-    trainer = "engine workers (every trainer; on 0.7.x only with trainer.use_legacy_worker_impl=disable)"
-    trainers = frozenset({"v0", "v1", "fully-async"})
     markers = common.MARKERS + ("_dump_this_pass",)
-
-    def gate(self, target: Target) -> Gate:
-        return common.engine_gate(target)
 
     def insertions(self, path: str, module: cst.Module) -> list[Insertion]:
         engine = find_class(module, "FSDPEngine", path)

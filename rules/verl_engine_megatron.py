@@ -45,10 +45,8 @@ from libcst import matchers as m
 
 from rlpatch.patch.rule import (
     AnchorError,
-    Gate,
     Insertion,
-    PatchRule,
-    Target,
+    PatchCase,
     body_of,
     exactly_one,
     find_class,
@@ -61,9 +59,113 @@ from . import _engine_dump as common
 
 PATH = "verl/workers/engine/megatron/transformer_impl.py"
 
+# What MegatronEngine becomes in every good case up to forward_backward_batch (the head of each `expected`).
+_PATCHED_ENGINE = r'''
+class MegatronEngine:
+    def __init__(self):
+        super().__init__()
+        self._debugger = None
+        self._dump_should_record = False
+
+    def _ensure_debugger(self, forward_only):
+        """rlpatch (msprobe): whether this pass is dumped; creates the PrecisionDebugger on first use."""
+        # DUMP_ON=1 switches dumping on; DUMP_PHASE picks the passes: log_prob (forward-only, the
+        # default), update_actor (training) or all; MSPROBE_ACTOR_CONFIG names the msprobe config.json.
+        import json
+        import os
+
+        # disable_adapter() announced this pass as LoRA's reference pass (ref_in_actor: the actor's
+        # forward with its adapter off): the reference log-probs are never dumped. Read once per pass.
+        reference_pass = getattr(self, "_dump_reference_pass", False)
+        self._dump_reference_pass = False
+        if os.environ.get("DUMP_ON", "").strip().lower() not in ("1", "true", "yes", "on"):
+            return False
+        phase = os.environ.get("DUMP_PHASE", "").strip() or "log_prob"
+        if phase not in ("log_prob", "update_actor", "all"):
+            raise ValueError(f"rlpatch: DUMP_PHASE={phase!r} is not one of log_prob, update_actor, all")
+        if getattr(getattr(self, "engine_config", None), "forward_only", False) or reference_pass:
+            return False  # the reference engine (forward-only by config) or pass: never dumped
+        if phase != "all" and (phase == "log_prob") != bool(forward_only):
+            return False
+        self._dump_phase = "log_prob" if forward_only else "update_actor"
+        if getattr(self, "_debugger", None) is None:
+            config_path = os.environ.get("MSPROBE_ACTOR_CONFIG", "").strip()
+            if not config_path:
+                raise RuntimeError("rlpatch: DUMP_ON=1 needs MSPROBE_ACTOR_CONFIG=/path/to/msprobe/config.json")
+            if not os.path.isfile(config_path):
+                raise FileNotFoundError(f"rlpatch: MSPROBE_ACTOR_CONFIG={config_path!r} is not a file")
+            with open(config_path, encoding="utf-8") as config_file:
+                dump_path = json.load(config_file).get("dump_path")
+            if not dump_path:
+                raise ValueError(f"rlpatch: {config_path} sets no dump_path; update_actor_log.jsonl needs one")
+            from msprobe.pytorch import PrecisionDebugger, seed_all
+
+            seed_all(mode=True)
+            # Never pass model= here: msprobe 26.x removed it from the constructor.
+            self._debugger = PrecisionDebugger(config_path=config_path)
+            log_dir = os.path.join(dump_path, str(os.getpid()))
+            os.makedirs(log_dir, exist_ok=True)
+            self._update_actor_log = open(os.path.join(log_dir, "update_actor_log.jsonl"), "a", encoding="utf-8")
+        return True
+
+    def _log_update_actor_step(self, micro_batch):
+        """rlpatch (msprobe): append this micro-batch's record to update_actor_log.jsonl."""
+        import json
+        import os
+        import time
+
+        import torch
+
+        service = getattr(self._debugger, "service", None)
+        if getattr(service, "should_stop_service", False):
+            return
+        # msprobe dumps only the steps (and ranks) its config lists: a record without a dump is not written.
+        config = getattr(service, "config", None)
+        step = getattr(service, "current_iter", None)
+        if getattr(config, "step", None) and step not in config.step:
+            return
+        if getattr(config, "rank", None) and getattr(service, "current_rank", None) not in config.rank:
+            return
+        request_ids = micro_batch.get("request_id", None) if hasattr(micro_batch, "get") else None
+        if request_ids is None:
+            request_ids = []
+        elif hasattr(request_ids, "tolist"):
+            request_ids = request_ids.tolist()
+        elif isinstance(request_ids, str):
+            request_ids = [request_ids]
+        request_ids = [str(request_id) for request_id in request_ids]
+        distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
+        record = {
+            "source": "verl_engine",
+            "phase": getattr(self, "_dump_phase", None),
+            "timestamp": time.time(),
+            "pid": os.getpid(),
+            "rank": torch.distributed.get_rank() if distributed else 0,
+            "step": step,
+            "request_ids": request_ids,
+            "num_requests": len(request_ids),
+        }
+        self._update_actor_log.write(json.dumps(record) + "\n")
+        self._update_actor_log.flush()
+
+    def _finish_dump_step(self, batch):
+        """rlpatch (msprobe): close one micro-batch's dump: log it (last pipeline stage only), stop, step."""
+        try:
+            from megatron.core import parallel_state
+
+            last_stage = parallel_state.is_pipeline_last_stage(ignore_virtual=True)
+        except Exception:  # no Megatron or no pipeline groups (tests, single stage): log it
+            last_stage = True
+        if last_stage:
+            self._log_update_actor_step(batch)
+        self._debugger.stop()
+        self._debugger.step()
+'''
+
 # Good: the forward_fn-only layout (0.6) and the fused + plain layout (later releases).
 VALID = [
-    """
+    PatchCase(
+        """
 class MegatronEngine:
     def __init__(self):
         super().__init__()
@@ -79,7 +181,27 @@ class MegatronEngineWithLMHead(MegatronEngine):
         output = forward_fn(model, batch)
         return output
 """,
-    """
+        expected=_PATCHED_ENGINE + """
+    def forward_backward_batch(self, data, loss_function, forward_only=False):
+        self._dump_should_record = self._ensure_debugger(forward_only)
+        losses_reduced = forward_backward_func(forward_step_func=forward_step, forward_only=forward_only)
+        self._dump_should_record = False
+        return losses_reduced
+
+
+class MegatronEngineWithLMHead(MegatronEngine):
+    def forward_step(self, batch_iter, model, postprocess_micro_batch_func):
+        batch = next(batch_iter)
+        if getattr(self, "_dump_should_record", False):
+            self._debugger.start(model=model)
+        output = forward_fn(model, batch)
+        if getattr(self, "_dump_should_record", False):
+            self._finish_dump_step(batch)
+        return output
+""",
+    ),
+    PatchCase(
+        """
 class MegatronEngine:
     def __init__(self):
         super().__init__()
@@ -99,7 +221,35 @@ class MegatronEngineWithLMHead(MegatronEngine):
             output = forward_fn(model, input_ids)
         return output
 """,
-    """
+        expected=_PATCHED_ENGINE + """
+    def forward_backward_batch(self, data, loss_function, forward_only=False):
+        with ctx:
+            self._dump_should_record = self._ensure_debugger(forward_only)
+            losses_reduced = forward_backward_func(forward_step_func=forward_step, forward_only=forward_only)
+            self._dump_should_record = False
+        return losses_reduced
+
+
+class MegatronEngineWithLMHead(MegatronEngine):
+    def forward_step(self, batch_iter, model, logits_processor_func, postprocess_micro_batch_func):
+        batch: TensorDict = next(batch_iter)
+        if use_fused_kernels:
+            if getattr(self, "_dump_should_record", False):
+                self._debugger.start(model=model)
+            output = fused_forward_fn(model=model, input_ids=input_ids)
+            if getattr(self, "_dump_should_record", False):
+                self._finish_dump_step(batch)
+        else:
+            if getattr(self, "_dump_should_record", False):
+                self._debugger.start(model=model)
+            output = forward_fn(model, input_ids)
+            if getattr(self, "_dump_should_record", False):
+                self._finish_dump_step(batch)
+        return output
+""",
+    ),
+    PatchCase(
+        """
 class MegatronEngine:
     def __init__(self):
         super().__init__()
@@ -118,11 +268,35 @@ class MegatronEngineWithLMHead(MegatronEngine):
         output = forward_fn(model, batch)
         return output
 """,
+        expected=_PATCHED_ENGINE + """
+    def forward_backward_batch(self, data, loss_function, forward_only=False):
+        self._dump_should_record = self._ensure_debugger(forward_only)
+        losses_reduced = forward_backward_func(forward_step_func=forward_step, forward_only=forward_only)
+        self._dump_should_record = False
+        return losses_reduced
+
+    def disable_adapter(self) -> ContextManager:
+        self._dump_reference_pass = True  # rlpatch: the next pass is LoRA's reference pass
+        return self.peft_cls.disable_adapter(self.module)
+
+
+class MegatronEngineWithLMHead(MegatronEngine):
+    def forward_step(self, batch_iter, model, postprocess_micro_batch_func):
+        batch = next(batch_iter)
+        if getattr(self, "_dump_should_record", False):
+            self._debugger.start(model=model)
+        output = forward_fn(model, batch)
+        if getattr(self, "_dump_should_record", False):
+            self._finish_dump_step(batch)
+        return output
+""",
+    ),
 ]
 
 # Bad: no forward_backward_func call, or two of them; forward_step without a model call.
 INVALID = [
-    """
+    PatchCase(
+        """
 class MegatronEngine:
     def __init__(self):
         super().__init__()
@@ -136,7 +310,10 @@ class MegatronEngineWithLMHead(MegatronEngine):
         batch = next(batch_iter)
         output = forward_fn(model, batch)
 """,
-    """
+        refusal="verl/workers/engine/megatron/transformer_impl.py: MegatronEngine.forward_backward_batch: expected exactly one `losses_reduced = forward_backward_func(...)`, found 0",
+    ),
+    PatchCase(
+        """
 class MegatronEngine:
     def __init__(self):
         super().__init__()
@@ -151,7 +328,10 @@ class MegatronEngineWithLMHead(MegatronEngine):
         batch = next(batch_iter)
         output = forward_fn(model, batch)
 """,
-    """
+        refusal="verl/workers/engine/megatron/transformer_impl.py: MegatronEngine.forward_backward_batch: expected exactly one `losses_reduced = forward_backward_func(...)`, found 2",
+    ),
+    PatchCase(
+        """
 class MegatronEngine:
     def __init__(self):
         super().__init__()
@@ -165,6 +345,8 @@ class MegatronEngineWithLMHead(MegatronEngine):
         batch = next(batch_iter)
         return self.run(model, batch)
 """,
+        refusal="verl/workers/engine/megatron/transformer_impl.py: MegatronEngineWithLMHead.forward_step: expected exactly one `output = forward_fn(...)` and at most one `output = fused_forward_fn(...)`, found 0 and 0",
+    ),
 ]
 
 _FORWARD_BACKWARD = m.SimpleStatementLine(
@@ -196,21 +378,13 @@ if getattr(self, "_dump_should_record", False):
 """
 
 
-class VerlEngineMegatron(PatchRule):
+class VerlEngineMegatron(common.EngineDumpRule):
     """Dump each Megatron engine micro-batch with msprobe and log its request ids (update_actor_log.jsonl)."""
 
     id: ClassVar[str] = "verl-engine-megatron"
-    package = "verl"
     files = (PATH,)
-    modes = frozenset({"consistency"})
     backend = "megatron"
-    versions = "0.7.0+ (0.7.x needs trainer.use_legacy_worker_impl=disable; 0.6.x with --force)"
-    trainer = "engine workers (every trainer; on 0.7.x only with trainer.use_legacy_worker_impl=disable)"
-    trainers = frozenset({"v0", "v1", "fully-async"})
     markers = common.MARKERS + ("_finish_dump_step", "_dump_should_record")
-
-    def gate(self, target: Target) -> Gate:
-        return common.engine_gate(target)
 
     def insertions(self, path: str, module: cst.Module) -> list[Insertion]:
         engine = find_class(module, "MegatronEngine", path)

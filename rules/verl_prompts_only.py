@@ -30,13 +30,14 @@ from __future__ import annotations
 import libcst as cst
 from libcst import matchers as m
 
-from rlpatch.patch.rule import Insertion, exactly_one, find_class, find_method, find_statements
+from rlpatch.patch.rule import Insertion, PatchCase, exactly_one, find_class, find_method, find_statements
 
 from ._verl_consistency import VerlConsistencyRule, trim_to_prompts
 
 # Cases the anchor must accept and refuse (tests/test_patch_rule_cases.py runs them).
 VALID = [
-    """
+    PatchCase(
+        """
 class RayPPOTrainer:
     def fit(self):
         for batch in data:
@@ -44,8 +45,34 @@ class RayPPOTrainer:
             if bypass_recomputing_logprobs:
                 pass
 """,
+        expected="""
+class RayPPOTrainer:
+    def fit(self):
+        for batch in data:
+            bypass_recomputing_logprobs = False
+            compute_prompts_only = os.environ.get("PROMPTS_ONLY", "").strip().lower() in ("1", "true", "yes", "on")
+            if compute_prompts_only and "responses" in batch.batch.keys():
+                # PROMPTS_ONLY: keep the prompt tokens only, so that recomputing log-probs is the same prefill
+                # the inference engine ran. position_ids is (batch, seq) or (batch, 3, seq) for mrope.
+                responses_len = batch.batch["responses"].size(-1)
+                for prompts_only_key in ("input_ids", "attention_mask", "position_ids"):
+                    prompts_only_full = batch.batch[prompts_only_key]
+                    batch.batch[prompts_only_key] = prompts_only_full[..., : prompts_only_full.size(-1) - responses_len]
+                for prompts_only_key in ("responses", "rollout_log_probs", "response_mask"):
+                    if prompts_only_key in batch.batch.keys():
+                        batch.batch[prompts_only_key] = batch.batch[prompts_only_key][:, :0]
+            if bypass_recomputing_logprobs:
+                pass
+""",
+    ),
 ]
-INVALID = [VALID[0].replace("if bypass_recomputing_logprobs:", "if bypass:")]  # anchor renamed
+INVALID = [
+    # anchor renamed
+    PatchCase(
+        VALID[0].source.replace("if bypass_recomputing_logprobs:", "if bypass:"),
+        refusal="verl/trainer/ppo/ray_trainer.py: RayPPOTrainer.fit: expected exactly one `if bypass_recomputing_logprobs:` statement, found 0",
+    ),
+]
 
 
 class VerlPromptsOnly(VerlConsistencyRule):

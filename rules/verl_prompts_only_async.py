@@ -28,7 +28,7 @@ from __future__ import annotations
 import libcst as cst
 from libcst import matchers as m
 
-from rlpatch.patch.rule import Insertion, exactly_one, find_class, find_method, find_statements
+from rlpatch.patch.rule import Insertion, PatchCase, exactly_one, find_class, find_method, find_statements
 
 from ._verl_consistency import VerlConsistencyRule, trim_to_prompts
 
@@ -51,15 +51,41 @@ TEMPERATURE_STORE = m.SimpleStatementLine(
 )
 
 VALID = [
-    """
+    PatchCase(
+        """
 class FullyAsyncTrainer:
     async def _fit_generate(self, batch=None):
         epoch, batch = await self._get_samples_from_queue()
         batch.meta_info["temperature"] = 1.0
         return batch
 """,
+        expected="""
+class FullyAsyncTrainer:
+    async def _fit_generate(self, batch=None):
+        epoch, batch = await self._get_samples_from_queue()
+        compute_prompts_only = os.environ.get("PROMPTS_ONLY", "").strip().lower() in ("1", "true", "yes", "on")
+        if compute_prompts_only and "responses" in batch.batch.keys():
+            # PROMPTS_ONLY: keep the prompt tokens only, so that recomputing log-probs is the same prefill
+            # the inference engine ran. position_ids is (batch, seq) or (batch, 3, seq) for mrope.
+            responses_len = batch.batch["responses"].size(-1)
+            for prompts_only_key in ("input_ids", "attention_mask", "position_ids"):
+                prompts_only_full = batch.batch[prompts_only_key]
+                batch.batch[prompts_only_key] = prompts_only_full[..., : prompts_only_full.size(-1) - responses_len]
+            for prompts_only_key in ("responses", "rollout_log_probs", "response_mask"):
+                if prompts_only_key in batch.batch.keys():
+                    batch.batch[prompts_only_key] = batch.batch[prompts_only_key][:, :0]
+        batch.meta_info["temperature"] = 1.0
+        return batch
+""",
+    ),
 ]
-INVALID = [VALID[0].replace('batch.meta_info["temperature"] = 1.0', "pass")]  # no anchor
+INVALID = [
+    # no anchor
+    PatchCase(
+        VALID[0].source.replace('batch.meta_info["temperature"] = 1.0', "pass"),
+        refusal='verl/experimental/fully_async_policy/fully_async_trainer.py: FullyAsyncTrainer._fit_generate: expected exactly one `batch.meta_info["temperature"] = ...` statement, found 0',
+    ),
+]
 
 
 class VerlPromptsOnlyAsync(VerlConsistencyRule):

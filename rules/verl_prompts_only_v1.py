@@ -65,6 +65,7 @@ from libcst import matchers as m
 from rlpatch.patch.rule import (
     AnchorError,
     Insertion,
+    PatchCase,
     blank_line_before,
     exactly_one,
     find_class,
@@ -85,7 +86,8 @@ INFER_STATEMENT = m.SimpleStatementLine(
         targets=[m.AssignTarget(target=m.Name())],
         value=m.Call(func=m.Attribute(value=m.Attribute(value=m.Name("self"), attr=m.Name("actor")),
                                       attr=m.Name("infer_batch"))),
-    )]
+    ),
+]
 )
 
 CUT_INPUTS = "prompts_only_lengths = self._prompts_only_inputs({{data}})"
@@ -165,17 +167,107 @@ def _prompts_only_resize(value, match, lengths, keep=None):
 '''
 
 VALID = [
-    """
+    PatchCase(
+        """
 class ActorRolloutRefWorker:
     def compute_log_prob(self, data):
         output = self.actor.infer_batch(data)
 
         return output.cpu() if output is not None else None
 """,
+        expected='''
+class ActorRolloutRefWorker:
+    def compute_log_prob(self, data):
+        prompts_only_lengths = self._prompts_only_inputs(data)
+        output = self.actor.infer_batch(data)
+        output = self._prompts_only_outputs(output, prompts_only_lengths)
+
+        return output.cpu() if output is not None else None
+
+    def _prompts_only_inputs(self, data):
+        """rlpatch verl-prompts-only-v1: cut every per-token field of the full sequence to the prompt."""
+        # The v1 trainer's TransferQueue rows are jagged (one nested row per sample). Returns the
+        # per-sample (prompt, full) lengths for _prompts_only_outputs, or None when nothing is cut
+        # (switch off, the DataProto layout of trainer.use_v1=False, already prompts only, or LoRA's
+        # reference pass: `no_lora_adapter`, whose ref_log_prob must stay whole as a reference worker's).
+        import os
+
+        compute_prompts_only = os.environ.get("PROMPTS_ONLY", "").strip().lower() in ("1", "true", "yes", "on")
+        keys = data.keys()
+        if not compute_prompts_only or "prompts" not in keys or "input_ids" not in keys:
+            return None
+        reference_pass = data.get("no_lora_adapter") if "no_lora_adapter" in keys else False
+        if getattr(reference_pass, "data", reference_pass):
+            return None
+        prompts, input_ids = data["prompts"], data["input_ids"]
+        if not (getattr(prompts, "is_nested", False) and getattr(input_ids, "is_nested", False)):
+            return None
+        prompt_lens = prompts.offsets().diff().tolist()
+        full_lens = input_ids.offsets().diff().tolist()
+        if prompt_lens == full_lens:
+            return None
+        for key in list(keys):
+            value = data.get(key)
+            if getattr(value, "is_nested", False):
+                resized = self._prompts_only_resize(value, full_lens, prompt_lens)
+                if resized is not value:
+                    data[key] = resized
+        return prompt_lens, full_lens
+
+    def _prompts_only_outputs(self, output, lengths):
+        """rlpatch verl-prompts-only-v1: pad each nested output of prompt length back to the full sequence."""
+        # The trainer slices the response part out of the outputs with the rollout's response lengths:
+        # zeros there keep those shapes. The prediction at the last prompt position is zeroed too (its
+        # label lay past the cut).
+        if lengths is None or output is None:
+            return output
+        prompt_lens, full_lens = lengths
+        for key in list(output.keys()):
+            value = output.get(key)
+            if getattr(value, "is_nested", False):
+                resized = self._prompts_only_resize(value, prompt_lens, full_lens, keep=[n - 1 for n in prompt_lens])
+                if resized is not value:
+                    output[key] = resized
+        return output
+
+    @staticmethod
+    def _prompts_only_resize(value, match, lengths, keep=None):
+        """`value` with each row cut or zero-padded to `lengths` along its sequence dim, or `value` itself.
+
+    The sequence dim is the one whose size is `match` in every row (the ragged dim first: mrope's
+    `(4, seq)` rows of equal length come back from TransferQueue ragged along the 4).
+    """
+        import torch
+
+        rows = value.unbind()
+        ragged = getattr(value, "_ragged_idx", 1) - 1
+        dims = [ragged] + [d for d in range(rows[0].dim()) if d != ragged] if rows else []
+        dim = next((d for d in dims if all(row.size(d) == n for row, n in zip(rows, match))), None)
+        if dim is None:
+            return value
+        resized_rows = []
+        for index, row in enumerate(rows):
+            kept = min(row.size(dim), lengths[index] if keep is None else keep[index])
+            shape = list(row.shape)
+            shape[dim] = lengths[index]
+            resized = row.new_zeros(shape)
+            resized.narrow(dim, 0, kept).copy_(row.narrow(dim, 0, kept))
+            resized_rows.append(resized)
+        return torch.nested.as_nested_tensor(resized_rows, layout=torch.jagged)
+''',
+    ),
 ]
 INVALID = [
-    VALID[0].replace("self.actor.infer_batch(data)", "self.actor.forward(data)"),  # anchor call renamed
-    VALID[0].replace("def compute_log_prob", "def compute_logprob"),  # method renamed
+    # anchor call renamed
+    PatchCase(
+        VALID[0].source.replace("self.actor.infer_batch(data)", "self.actor.forward(data)"),
+        refusal="verl/workers/engine_workers.py: ActorRolloutRefWorker.compute_log_prob: expected exactly one `output = self.actor.infer_batch(data)` statement, found 0",
+    ),
+    # method renamed
+    PatchCase(
+        VALID[0].source.replace("def compute_log_prob", "def compute_logprob"),
+        refusal="verl/workers/engine_workers.py: class ActorRolloutRefWorker: expected exactly one method compute_log_prob, found 0 methods named compute_log_prob",
+    ),
 ]
 
 

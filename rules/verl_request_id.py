@@ -46,6 +46,7 @@ from rlpatch.patch.rule import (
     Gate,
     Insertion,
     KeywordHoist,
+    PatchCase,
     Target,
     exactly_one,
     find_class,
@@ -71,9 +72,10 @@ SEND_STATEMENT = m.SimpleStatementLine(
 )
 RECORD_ID = 'OUTPUT.extra_fields["request_id"] = vllm_request_id'
 
-# Checked as agent_loop.py (the rule's first file): the 0.7.0 and 0.7.1 shapes.
+# The 0.7.0 and 0.7.1 shapes, as agent_loop.py (the rule's first file); the 0.9.x shape, as llm_server.py.
 VALID = [
-    """
+    PatchCase(
+        """
 class AsyncLLMServerManager:
     async def generate(self, request_id, *, prompt_ids):
         server = self._choose_server(request_id)
@@ -83,7 +85,21 @@ class AsyncLLMServerManager:
         )
         return output
 """,
-    """
+        expected="""
+class AsyncLLMServerManager:
+    async def generate(self, request_id, *, prompt_ids):
+        server = self._choose_server(request_id)
+        vllm_request_id = uuid4().hex
+        output = await server.generate.remote(
+            request_id=vllm_request_id,  # use new request_id for each turn
+            prompt_ids=prompt_ids,
+        )
+        output.extra_fields["request_id"] = vllm_request_id
+        return output
+""",
+    ),
+    PatchCase(
+        """
 class AsyncLLMServerManager:
     async def generate(self, request_id, *, prompt_ids):
         server_id, server = await self._acquire_server(request_id)
@@ -96,14 +112,24 @@ class AsyncLLMServerManager:
         finally:
             self._release_server(server_id)
 """,
-]
-INVALID = [
-    VALID[1].replace("request_id=uuid4().hex,", ""),  # no request_id= argument
-    VALID[1].replace("request_id=uuid4().hex,", "request_id=uuid4(\n            ).hex,"),  # spans two lines
-    VALID[1].replace("await server.generate.remote(", "await server.chat.remote("),  # no generate call
-]
-# The 0.9.x shape, checked as llm_server.py by tests/test_verl_consistency_rules.py.
-VALID_LLM_SERVER = """
+        expected="""
+class AsyncLLMServerManager:
+    async def generate(self, request_id, *, prompt_ids):
+        server_id, server = await self._acquire_server(request_id)
+        try:
+            vllm_request_id = uuid4().hex
+            output: TokenOutput = await server.generate.remote(
+                request_id=vllm_request_id,  # use new request_id for each turn
+                prompt_ids=prompt_ids,
+            )
+            output.extra_fields["request_id"] = vllm_request_id
+            return output
+        finally:
+            self._release_server(server_id)
+""",
+    ),
+    PatchCase(
+        """
 class LLMServerClient:
     async def generate(self, request_id, *, prompt_ids):
         server_id, server = await self._acquire_server(request_id)
@@ -115,7 +141,42 @@ class LLMServerClient:
             return output
         finally:
             self._release_server(server_id)
-"""
+""",
+        expected="""
+class LLMServerClient:
+    async def generate(self, request_id, *, prompt_ids):
+        server_id, server = await self._acquire_server(request_id)
+        try:
+            vllm_request_id = self._vllm_request_id(request_id)
+            output: TokenOutput = await server.generate.remote(
+                request_id=vllm_request_id,  # use new request_id for each turn
+                prompt_ids=prompt_ids,
+            )
+            output.extra_fields["request_id"] = vllm_request_id
+            return output
+        finally:
+            self._release_server(server_id)
+""",
+        path=LLM_SERVER,
+    ),
+]
+INVALID = [
+    # no request_id= argument
+    PatchCase(
+        VALID[1].source.replace("request_id=uuid4().hex,", ""),
+        refusal="verl/experimental/agent_loop/agent_loop.py: AsyncLLMServerManager.generate: expected one one-line `request_id=` argument in server.generate.remote(...), found 0 keyword arguments request_id= in the statement",
+    ),
+    # spans two lines
+    PatchCase(
+        VALID[1].source.replace("request_id=uuid4().hex,", "request_id=uuid4(\n            ).hex,"),
+        refusal="verl/experimental/agent_loop/agent_loop.py: AsyncLLMServerManager.generate: expected one one-line `request_id=` argument in server.generate.remote(...), found the value of request_id= spans several lines",
+    ),
+    # no generate call
+    PatchCase(
+        VALID[1].source.replace("await server.generate.remote(", "await server.chat.remote("),
+        refusal="verl/experimental/agent_loop/agent_loop.py: AsyncLLMServerManager.generate: expected exactly one `output = await server.generate.remote(...)` statement, found 0",
+    ),
+]
 
 
 class VerlRequestId(VerlConsistencyRule):

@@ -32,7 +32,15 @@ from __future__ import annotations
 import libcst as cst
 from libcst import matchers as m
 
-from rlpatch.patch.rule import Insertion, exactly_one, find_class, find_method, find_statements, parse_statements
+from rlpatch.patch.rule import (
+    Insertion,
+    PatchCase,
+    exactly_one,
+    find_class,
+    find_method,
+    find_statements,
+    parse_statements,
+)
 
 from ._verl_consistency import VerlConsistencyRule
 
@@ -57,12 +65,14 @@ PARENT_GENERATE = m.SimpleStatementLine(
     body=[m.Assign(
         targets=[m.AssignTarget(target=m.Name())],
         value=m.Await(expression=m.Call(func=m.Attribute(value=m.Call(func=m.Name("super")), attr=m.Name("generate")))),
-    )]
+    ),
+]
 )
 INHERIT = "FINAL.extra_fields.update(OUTPUT.extra_fields)"
 
 VALID = [
-    """
+    PatchCase(
+        """
 class FullyAsyncLLMServerClient(LLMServerClient):
     async def generate(self, request_id, *, prompt_ids):
         final_output = TokenOutput(token_ids=[])
@@ -72,10 +82,30 @@ class FullyAsyncLLMServerClient(LLMServerClient):
         final_output.extra_fields["global_steps"] = global_steps
         return final_output
 """,
+        expected="""
+class FullyAsyncLLMServerClient(LLMServerClient):
+    async def generate(self, request_id, *, prompt_ids):
+        final_output = TokenOutput(token_ids=[])
+        while True:
+            output = await super().generate(request_id=request_id, prompt_ids=prompt_ids)
+            break
+        final_output.extra_fields.update(output.extra_fields)
+        final_output.extra_fields["global_steps"] = global_steps
+        return final_output
+""",
+    ),
 ]
 INVALID = [
-    VALID[0].replace("await super().generate", "await self.generate"),  # no parent output
-    VALID[0].replace('final_output.extra_fields["global_steps"] = global_steps', "pass"),  # no anchor
+    # no parent output
+    PatchCase(
+        VALID[0].source.replace("await super().generate", "await self.generate"),
+        refusal="verl/experimental/fully_async_policy/fully_async_rollouter.py: FullyAsyncLLMServerClient.generate: expected exactly one `output = await super().generate(...)` statement, found 0",
+    ),
+    # no anchor
+    PatchCase(
+        VALID[0].source.replace('final_output.extra_fields["global_steps"] = global_steps', "pass"),
+        refusal='verl/experimental/fully_async_policy/fully_async_rollouter.py: FullyAsyncLLMServerClient.generate: expected exactly one `final_output.extra_fields["global_steps"] = ...` statement, found 0',
+    ),
 ]
 
 

@@ -41,6 +41,7 @@ from libcst import matchers as m
 
 from rlpatch.patch.rule import (
     Insertion,
+    PatchCase,
     exactly_one,
     find_class,
     find_function,
@@ -73,9 +74,10 @@ if "request_id" in ROW:
     ROW["request_id"] = ""  # a synthetic padding row answers no request
 """
 
-# Checked as agent_loop_tq.py (the rule's first file).
+# The row shape, as agent_loop_tq.py (the rule's first file); the padding shape, as padding_utils.py.
 VALID = [
-    """
+    PatchCase(
+        """
 class AgentLoopWorkerTQ(AgentLoopWorker):
     async def _agent_loop_postprocess(self, output, validate, **kwargs):
         keys, fields, tags = [], [], []
@@ -85,19 +87,50 @@ class AgentLoopWorkerTQ(AgentLoopWorker):
             fields.append(field)
         await tq.async_kv_batch_put(keys=keys, fields=list_of_dict_to_tensordict(fields), tags=tags)
 """,
-]
-INVALID = [
-    VALID[0].replace("fields.append(field)", "fields += [field]"),  # no append anchor
-    VALID[0].replace("class AgentLoopWorkerTQ", "class AgentLoopWorkerV1"),  # class renamed
-]
-# The padding shape, checked as padding_utils.py by tests/test_verl_v1_rules.py.
-VALID_PADDING = """
+        expected="""
+class AgentLoopWorkerTQ(AgentLoopWorker):
+    async def _agent_loop_postprocess(self, output, validate, **kwargs):
+        keys, fields, tags = [], [], []
+        for i, output in enumerate(outputs):
+            field = output.as_dict()
+            field.update(kwargs)
+            field["request_id"] = str((field.get("extra_fields") or {}).get("request_id", ""))
+            fields.append(field)
+        await tq.async_kv_batch_put(keys=keys, fields=list_of_dict_to_tensordict(fields), tags=tags)
+""",
+    ),
+    PatchCase(
+        """
 def upsample_batch_to_divisible_size(batch, batch_multiple, eos_token_id):
     template_sample, template_tag = construct_minimal_padding_template(source_td, tag, eos_token_id)
     pad_uid = f"pad{uuid.uuid4().hex}"
     template_sample["uid"] = pad_uid
     return batch
-"""
+""",
+        expected="""
+def upsample_batch_to_divisible_size(batch, batch_multiple, eos_token_id):
+    template_sample, template_tag = construct_minimal_padding_template(source_td, tag, eos_token_id)
+    pad_uid = f"pad{uuid.uuid4().hex}"
+    template_sample["uid"] = pad_uid
+    if "request_id" in template_sample:
+        template_sample["request_id"] = ""  # a synthetic padding row answers no request
+    return batch
+""",
+        path=PADDING,
+    ),
+]
+INVALID = [
+    # no append anchor
+    PatchCase(
+        VALID[0].source.replace("fields.append(field)", "fields += [field]"),
+        refusal="verl/trainer/ppo/v1/agent_loop_tq.py: AgentLoopWorkerTQ._agent_loop_postprocess: expected exactly one `fields.append(field)` statement, found 0",
+    ),
+    # class renamed
+    PatchCase(
+        VALID[0].source.replace("class AgentLoopWorkerTQ", "class AgentLoopWorkerV1"),
+        refusal="verl/trainer/ppo/v1/agent_loop_tq.py: expected exactly one top-level class AgentLoopWorkerTQ, found 0",
+    ),
+]
 
 
 class VerlRequestIdV1(VerlV1Rule):

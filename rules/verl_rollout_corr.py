@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from rlpatch.patch.rule import Insertion, at_function_start
+from rlpatch.patch.rule import Insertion, PatchCase, at_function_start
 
 from ._verl_consistency import PROMPTS_ONLY_IS_ON, VerlConsistencyRule
 
@@ -42,13 +42,30 @@ if {{switch}}:
 """
 
 VALID = [
-    '''
+    PatchCase(
+        '''
 def compute_rollout_correction_and_add_to_batch(batch, rollout_corr_config):
     """Compute rollout correction weights."""
     return batch, {"rollout_corr/x": 1.0}
 ''',
+        expected='''
+def compute_rollout_correction_and_add_to_batch(batch, rollout_corr_config):
+    """Compute rollout correction weights."""
+    import os
+
+    if os.environ.get("PROMPTS_ONLY", "").strip().lower() in ("1", "true", "yes", "on"):
+        # PROMPTS_ONLY: the batch holds prompts only; nothing to weight or reject.
+        return batch, {}
+    return batch, {"rollout_corr/x": 1.0}
+''',
+    ),
 ]
-INVALID = [VALID[0].replace("compute_rollout_correction_and_add_to_batch", "compute_rollout_correction")]
+INVALID = [
+    PatchCase(
+        VALID[0].source.replace("compute_rollout_correction_and_add_to_batch", "compute_rollout_correction"),
+        refusal="verl/trainer/ppo/rollout_corr_helper.py: expected exactly one top-level function compute_rollout_correction_and_add_to_batch, found 0",
+    ),
+]
 
 
 class VerlRolloutCorr(VerlConsistencyRule):

@@ -43,6 +43,7 @@ from rlpatch.patch.rule import (
     Gate,
     Insertion,
     NewFile,
+    PatchCase,
     PatchRule,
     Target,
     blank_line_before,
@@ -78,10 +79,33 @@ class NPUModelRunner:
             from msprobe.pytorch import PrecisionDebugger
             self.debugger = PrecisionDebugger(dump_cfg)
 """
-VALID: list[str] = [
+# What _INIT becomes in every good case, with the method the patch adds (the head of each `expected`).
+_PATCHED_INIT = '''
+class NPUModelRunner:
+    def __init__(self, dump_cfg):
+        self.debugger = None
+        self._dispatch_logger = None
+        if dump_cfg is not None:
+            from msprobe.pytorch import PrecisionDebugger
+            self.debugger = PrecisionDebugger(dump_cfg)
+            from vllm_ascend.worker.dispatch_logger import DispatchLogger
+            self._dispatch_logger = DispatchLogger.for_debugger(self.debugger)
+
+    def _finish_msprobe_step(self, scheduler_output):
+        """rlpatch: record the requests of the step msprobe is about to close (dispatch_log.jsonl)."""
+        dispatch_logger = getattr(self, "_dispatch_logger", None)
+        if dispatch_logger is None or self.debugger is None:
+            return
+        if not getattr(self, "_debugger_started", True):
+            # 0.20.2rc1+: no dump step is open, _finalize_dump_data will not stop anything.
+            return
+        dispatch_logger.log_debugger_step(self.debugger, scheduler_output, getattr(self, "attn_state", None))
+'''
+VALID: list[PatchCase] = [
     # inline stops (0.12 .. 0.19)
-    _INIT
-    + """
+    PatchCase(
+        _INIT
+        + """
     def execute_model(self, scheduler_output):
         if self.debugger is not None:
             self.debugger.start(model=self.model)
@@ -100,9 +124,32 @@ VALID: list[str] = [
             self.debugger.step()
         return hidden
 """,
+        expected=_PATCHED_INIT + """
+    def execute_model(self, scheduler_output):
+        if self.debugger is not None:
+            self.debugger.start(model=self.model)
+        hidden = self.model(scheduler_output)
+        if self.pooling:
+            if self.debugger is not None:
+                self._finish_msprobe_step(scheduler_output)
+                self.debugger.stop()
+                self.debugger.step()
+            return hidden
+        self.state = (scheduler_output, hidden)
+
+    def sample_tokens(self, grammar_output):
+        (scheduler_output, hidden) = self.state
+        if self.debugger is not None:
+            self._finish_msprobe_step(scheduler_output)
+            self.debugger.stop()
+            self.debugger.step()
+        return hidden
+""",
+    ),
     # _finalize_dump_data (0.20.2rc1+)
-    _INIT
-    + """
+    PatchCase(
+        _INIT
+        + """
     def execute_model(self, scheduler_output):
         self._start_dump_data()
         if not scheduler_output.total_num_scheduled_tokens:
@@ -123,18 +170,46 @@ VALID: list[str] = [
             self.debugger.stop()
             self.debugger.step(**kwargs)
 """,
+        expected=_PATCHED_INIT + """
+    def execute_model(self, scheduler_output):
+        self._start_dump_data()
+        if not scheduler_output.total_num_scheduled_tokens:
+            self._finish_msprobe_step(scheduler_output)
+            self._finalize_dump_data()
+            return None
+        self.state = scheduler_output
+
+    def sample_tokens(self, grammar_output):
+        scheduler_output = self.state
+        self._finish_msprobe_step(scheduler_output)
+        self._finalize_dump_data()
+        return scheduler_output
+
+    def _dummy_run(self, num_tokens):
+        self._finalize_dump_data(dump=False)
+
+    def _finalize_dump_data(self, **kwargs):
+        if self.debugger is not None:
+            self.debugger.stop()
+            self.debugger.step(**kwargs)
+""",
+    ),
 ]
-INVALID: list[str] = [
+INVALID: list[PatchCase] = [
     # scheduler_output not bound at a stop site
-    _INIT
-    + """
+    PatchCase(
+        _INIT
+        + """
     def sample_tokens(self, grammar_output):
         if self.debugger is not None:
             self.debugger.stop()
             self.debugger.step()
 """,
+        refusal="vllm_ascend/worker/model_runner_v1.py: NPUModelRunner.sample_tokens: expected `scheduler_output` bound before every dump stop site, found 1 stop site(s) where it is not bound",
+    ),
     # no PrecisionDebugger created in __init__
-    """\
+    PatchCase(
+        """\
 class NPUModelRunner:
     def __init__(self):
         self.debugger = None
@@ -143,12 +218,17 @@ class NPUModelRunner:
         if self.debugger is not None:
             self.debugger.stop()
 """,
+        refusal="vllm_ascend/worker/model_runner_v1.py: NPUModelRunner.__init__: expected exactly one `self.debugger = PrecisionDebugger(...)`, found 0",
+    ),
     # no stop site
-    _INIT
-    + """
+    PatchCase(
+        _INIT
+        + """
     def execute_model(self, scheduler_output):
         return scheduler_output
 """,
+        refusal="vllm_ascend/worker/model_runner_v1.py: NPUModelRunner: expected at least one dump stop site (`self.debugger.stop()` or `self._finalize_dump_data()`), found none",
+    ),
 ]
 
 # ---------------------------------------------------------------------------------------------

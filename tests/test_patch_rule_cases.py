@@ -1,19 +1,19 @@
-"""Each patch rule's own VALID / INVALID cases, turned into tests (Fixit style).
+"""Each patch rule's own VALID / INVALID cases (PatchCase), turned into tests (Fixit / LibCST style).
 
-VALID sources must be patched into code that compiles, that `locate` then finds applied, and that
-stripping turns back into the original bytes. INVALID sources must be refused with an AnchorError.
+A VALID case pins the exact patched text (`expected`, the diff users review); it must also compile,
+be found applied so that a second apply is a no-op, and strip back into the original bytes. An
+INVALID case must be refused with an AnchorError whose message holds its `refusal`.
 """
 
 from __future__ import annotations
 
 import textwrap
 
-import libcst as cst
 import pytest
 
 from rlpatch import registry
-from rlpatch.patch import edits
-from rlpatch.patch.rule import AnchorError
+from rlpatch.patch.rule import PatchCase
+from rlpatch.testing import check_patch_case, check_refused_case
 
 RULES = registry.patch_rules()
 
@@ -21,30 +21,20 @@ RULES = registry.patch_rules()
 def _cases(kind: str):
     for rule in RULES:
         module = __import__(type(rule).__module__, fromlist=[kind])
-        for index, source in enumerate(getattr(module, kind, [])):
-            yield pytest.param(rule, textwrap.dedent(source).lstrip("\n"), id=f"{rule.id}-{kind.lower()}-{index}")
+        for index, case in enumerate(getattr(module, kind, [])):
+            yield pytest.param(rule, case, id=f"{rule.id}-{kind.lower()}-{index}")
 
 
-@pytest.mark.parametrize("rule, source", list(_cases("VALID")))
-def test_valid_case_patches_and_strips_back(rule, source):
-    path = rule.files[0]
-    module = cst.parse_module(source)
-    insertions = rule.insertions(path, module)
-    assert insertions and all(edits.locate(module, i).state == "absent" for i in insertions)
-    patched = edits.insert(module, insertions).code
-    compile(patched, path, "exec")
-
-    reparsed = cst.parse_module(patched)
-    sites = [edits.locate(reparsed, i) for i in rule.insertions(path, reparsed)]
-    assert [site.state for site in sites] == ["applied"] * len(insertions)
-    assert edits.strip(reparsed, sites).code == source
+@pytest.mark.parametrize("rule, case", list(_cases("VALID")))
+def test_valid_case_patches_into_its_expected_text_and_strips_back(rule, case):
+    assert isinstance(case, PatchCase) and case.expected is not None
+    check_patch_case(rule, case)
 
 
-@pytest.mark.parametrize("rule, source", list(_cases("INVALID")))
-def test_invalid_case_is_refused(rule, source):
-    with pytest.raises(AnchorError) as raised:
-        rule.insertions(rule.files[0], cst.parse_module(source))
-    assert "expected" in str(raised.value) and "found" in str(raised.value)
+@pytest.mark.parametrize("rule, case", list(_cases("INVALID")))
+def test_invalid_case_is_refused_with_its_message(rule, case):
+    assert isinstance(case, PatchCase) and case.refusal
+    check_refused_case(rule, case)
 
 
 def test_every_rule_has_cases():
@@ -59,7 +49,14 @@ def test_every_rule_documents_different_good_and_bad_shapes():
     same = []
     for rule in RULES:
         module = __import__(type(rule).__module__, fromlist=["VALID"])
-        good, bad = getattr(module, "VALID", [""])[0], getattr(module, "INVALID", [""])[0]
-        if textwrap.dedent(good).strip() == textwrap.dedent(bad).strip():
+        good, bad = module.VALID[0], module.INVALID[0]
+        if textwrap.dedent(good.source).strip() == textwrap.dedent(bad.source).strip():
             same.append(rule.id)
     assert not same, same
+
+
+def test_a_case_is_either_patched_or_refused():
+    with pytest.raises(ValueError):
+        PatchCase("x = 1\n")
+    with pytest.raises(ValueError):
+        PatchCase("x = 1\n", expected="x = 1\n", refusal="found 0")

@@ -69,7 +69,7 @@ def test_rules_are_registered_in_mode_consistency() -> None:
 def test_duplicated_anchor_is_ambiguous() -> None:
     from rlpatch.rules import verl_prompts_only
 
-    doubled = verl_prompts_only.VALID[0].replace(
+    doubled = verl_prompts_only.VALID[0].source.replace(
         "            if bypass_recomputing_logprobs:\n                pass\n",
         "            if bypass_recomputing_logprobs:\n                pass\n" * 2,
     )
@@ -85,7 +85,8 @@ def test_duplicated_anchor_is_ambiguous() -> None:
 def _request_id_case() -> tuple[str, str]:
     from rlpatch.rules import verl_request_id
 
-    return verl_request_id.LLM_SERVER, verl_request_id.VALID_LLM_SERVER
+    case = next(case for case in verl_request_id.VALID if case.path == verl_request_id.LLM_SERVER)
+    return case.path, case.source
 
 
 def _patched_request_id_case() -> tuple[str, str, str]:

@@ -26,24 +26,24 @@ def _patched(rule: Any, source: str) -> str:
 
 
 def test_fsdp_disable_adapter_is_marked_exactly() -> None:
-    patched = _patched(verl_engine_fsdp.VerlEngineFsdp(), verl_engine_fsdp.VALID[2])
+    patched = _patched(verl_engine_fsdp.VerlEngineFsdp(), verl_engine_fsdp.VALID[2].source)
     assert verl_engine_fsdp.PATCHED_DISABLE_ADAPTER.strip("\n") in patched
 
 
 def test_megatron_disable_adapter_is_marked() -> None:
-    patched = _patched(verl_engine_megatron.VerlEngineMegatron(), verl_engine_megatron.VALID[2])
+    patched = _patched(verl_engine_megatron.VerlEngineMegatron(), verl_engine_megatron.VALID[2].source)
     assert (f"        {common.MARK_REFERENCE_PASS}\n"
             "        return self.peft_cls.disable_adapter(self.module)\n") in patched
 
 
 def test_releases_without_disable_adapter_get_no_mark() -> None:
-    for rule, source in ((verl_engine_fsdp.VerlEngineFsdp(), verl_engine_fsdp.VALID[0]),
-                         (verl_engine_megatron.VerlEngineMegatron(), verl_engine_megatron.VALID[0])):
+    for rule, source in ((verl_engine_fsdp.VerlEngineFsdp(), verl_engine_fsdp.VALID[0].source),
+                         (verl_engine_megatron.VerlEngineMegatron(), verl_engine_megatron.VALID[0].source)):
         assert "_dump_reference_pass = True" not in _patched(rule, source)
 
 
 def test_prompts_only_v1_leaves_the_reference_pass_whole() -> None:
-    patched = _patched(verl_prompts_only_v1.VerlPromptsOnlyV1(), verl_prompts_only_v1.VALID[0])
+    patched = _patched(verl_prompts_only_v1.VerlPromptsOnlyV1(), verl_prompts_only_v1.VALID[0].source)
     assert ('        reference_pass = data.get("no_lora_adapter") if "no_lora_adapter" in keys else False\n'
             '        if getattr(reference_pass, "data", reference_pass):\n'
             "            return None\n") in patched
@@ -113,3 +113,12 @@ def test_reference_pass_is_skipped_once(tmp_path: Path, dumping: None) -> None:
     engine._dump_reference_pass = True  # what the patched disable_adapter() sets
     assert not engine.ensure(True)
     assert engine.ensure(True)  # the next pass is a log-prob pass again
+
+
+def test_the_engine_rules_share_a_base_the_registry_does_not_count() -> None:
+    from rlpatch import registry
+
+    engine_rules = [rule for rule in registry.patch_rules() if isinstance(rule, common.EngineDumpRule)]
+    assert [(rule.id, type(rule).__module__) for rule in engine_rules] == [
+        ("verl-engine-fsdp", verl_engine_fsdp.__name__), ("verl-engine-megatron", verl_engine_megatron.__name__)]
+    assert [rule.backend for rule in engine_rules] == ["fsdp", "megatron"]

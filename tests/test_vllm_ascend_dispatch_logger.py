@@ -25,12 +25,12 @@ def _target(root: Path | str, version: str | None) -> Target:
     return Target("vllm_ascend", str(root), Version.maybe(version))
 
 
-INLINE_STOPS, FINALIZE_CALLS = rule_module.VALID
+INLINE_STOPS, FINALIZE_CALLS = (case.source for case in rule_module.VALID)
 
 
 @pytest.mark.parametrize("index", range(len(rule_module.VALID)))
 def test_valid_cases_patch_and_strip_exactly_with_names_bound(index: int) -> None:
-    patched = assert_patch_cycle(RULE, MODEL_RUNNER, rule_module.VALID[index], f"valid {index}").patched
+    patched = assert_patch_cycle(RULE, MODEL_RUNNER, rule_module.VALID[index].source, f"valid {index}").patched
     assert patched.count(HOOK) == 2
 
 
@@ -44,7 +44,7 @@ def test_dummy_run_finalize_is_not_hooked() -> None:
 @pytest.mark.parametrize("index", range(len(rule_module.INVALID)))
 def test_invalid_cases_are_refused_naming_file_and_class(index: int) -> None:
     with pytest.raises(AnchorError) as refused:
-        RULE.insertions(MODEL_RUNNER, cst.parse_module(rule_module.INVALID[index]))
+        RULE.insertions(MODEL_RUNNER, cst.parse_module(rule_module.INVALID[index].source))
     assert MODEL_RUNNER in str(refused.value) and "NPUModelRunner" in str(refused.value)
 
 

@@ -202,7 +202,8 @@ def patch_page(rule: Any) -> Page:
     module = sys.modules[type(rule).__module__]
     _, authored, _ = parse_docstring(module.__doc__ or "")
     root = _ROOT_OPTION.get(rule.package, "--verl-root")
-    examples = tuple(Example(textwrap.dedent(case).strip("\n"), (), (), caption=caption)
+    # A patch rule's cases are PatchCase objects (rlpatch.patch.rule, never imported here: it needs libcst).
+    examples = tuple(Example(textwrap.dedent(case.source).strip("\n"), (), (), caption=caption)
                      for cases, caption in ((getattr(module, "VALID", ()), "Patched"),
                                             (getattr(module, "INVALID", ()), "Refused (the anchor is not there)"))
                      if cases for case in cases[:1])

@@ -92,6 +92,40 @@ class NewFile:
     text: str
 
 
+@dataclass(frozen=True)
+class PatchCase:
+    """One case of a patch rule: an upstream-shaped `source` and what the rule must make of it.
+
+    A rule module lists them as `VALID` (shapes it patches: `expected` is the exact patched text, the
+    diff a reviewer reads) and `INVALID` (drifted shapes: `refusal` is the AnchorError message, or a
+    part of it, the rule must raise). tests/test_patch_rule_cases.py runs every case, and
+    `rlpatch rule ID` shows the first of each as the rule's good and bad example.
+
+    Case texts are written as triple-quoted strings at the left margin, so `source` and `expected`
+    drop their common indentation and leading newlines (`text`, `patched`) before they are compared.
+    A case stands for the rule's first file unless `path` names another of its `files`.
+    """
+
+    source: str
+    expected: str | None = None
+    refusal: str | None = None
+    path: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.expected is None) == (self.refusal is None):
+            raise ValueError("a PatchCase is either patched (expected=...) or refused (refusal=...)")
+
+    @property
+    def text(self) -> str:
+        """The upstream file the case stands for."""
+        return textwrap.dedent(self.source).lstrip("\n")
+
+    @property
+    def patched(self) -> str:
+        """The file the rule must make of `text` ("" for a refused case)."""
+        return textwrap.dedent(self.expected or "").lstrip("\n")
+
+
 class PatchRule:
     """Base class of every patch rule. Subclasses set the class attributes and `insertions`.
 
