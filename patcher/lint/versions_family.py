@@ -4,7 +4,7 @@ Versions come from `rlpatch.upstream.envprobe` (metadata and version files, noth
 root (`--verl-root`, `--sglang-root`, `--vllm-ascend-root`) first, then the interpreter that will
 run verl (`--python`, default: this one). mindstudio-probe is looked up beside SGLang or
 vLLM-Ascend when their root is a site-packages directory (one environment holds both). RL605
-asks the patch wing's api (`rlpatch verify --format json`, in-process) through the registry, imported
+asks the patch wing's api (`rlpatch verify --format json`, in-process: `rlpatch.patch.api`), imported
 only when a consistency or SGLang-dump run has a tree to check: the plain lint path never imports libcst.
 """
 
@@ -136,11 +136,11 @@ def _cached_verify(options: LintOptions, key: tuple[str, str], package: str, **a
 def _run_verify(package: str, arguments: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None, list[dict[str, Any]]]:
     """The patch wing answers in-process; it is imported only here (it brings libcst), so a lint that
     never asks for a patch state never loads it."""
-    from rlpatch import registry
     from rlpatch.errors import RlpatchError
+    from rlpatch.patch.api import verify_payload
 
     try:
-        payload = registry.patcher().verify_payload(**arguments)
+        payload = verify_payload(**arguments)
     except RlpatchError as err:
         return [], err.message, []
     targets = [target for target in payload["targets"] if target["package"] == package]
