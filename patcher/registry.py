@@ -6,7 +6,6 @@ for `lint_rule_classes()`. Each loads only its own family, so `rlpatch lint` nev
 
 from __future__ import annotations
 
-import importlib
 from functools import lru_cache
 from types import ModuleType
 from typing import TYPE_CHECKING, TypeVar
@@ -52,20 +51,3 @@ def lint_rule_classes(modes: frozenset[str] | None = None) -> tuple[type[LintRul
 def lint_rule_codes() -> tuple[str, ...]:
     """Every lint rule's code, known without importing a rule module (`--select` is checked first)."""
     return tuple(sorted(rule_package.lint_code(name) for name in rule_package.LINT_RULE_MODULES))
-
-
-def linter() -> ModuleType:
-    """The linter's API (`rlpatch.lint.api`) for the wings that lint what they write (`gen`).
-
-    Imported on first use, so that a wing that reaches the linter through here pays for it only
-    when it really lints.
-    """
-    return importlib.import_module("rlpatch.lint.api")
-
-
-def patcher() -> ModuleType:
-    """The patch wing's API (`rlpatch.patch.api`) for the linter's patch-state rules (RL605, RL607).
-
-    Imported on first use: it brings libcst, which only a lint that asks for a patch state pays for.
-    """
-    return importlib.import_module("rlpatch.patch.api")

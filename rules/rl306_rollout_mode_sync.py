@@ -37,4 +37,9 @@ class RolloutModeSync(LintRule):
     )
 
     def check(self, ctx: LintContext) -> None:
-        hydra_family.report(ctx, self.code)
+        verdict = hydra_family.schema_verdict(ctx)
+        if verdict is None:  # no verl named or installed: nothing to check against
+            return
+        hydra_family.note_unchecked(ctx, verdict)
+        for problem in hydra_family.problems_in_script(ctx, verdict, self.code, value_needed=True):
+            ctx.report(problem.message, at=problem.at, related=problem.related)

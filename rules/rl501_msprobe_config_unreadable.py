@@ -26,6 +26,8 @@ Write strict JSON (no trailing commas, no comments, no BOM) at a path every work
 
 from __future__ import annotations
 
+import os
+
 from rlpatch.lint import msprobe_family
 from rlpatch.lint.rule import Case, LintContext, LintRule
 
@@ -55,5 +57,30 @@ class MsprobeConfigUnreadable(LintRule):
     )
 
     def check(self, ctx: LintContext) -> None:
-        msprobe_family.report_missing(ctx)
-        msprobe_family.report(ctx, self.code)
+        self.check_missing(ctx)
+        for problem in msprobe_family.run_findings(ctx):
+            if problem.code == self.code:
+                ctx.report(problem.message, at=problem.at, severity=problem.severity, related=problem.related)
+
+    def check_missing(self, ctx: LintContext) -> None:
+        """A referenced config that is not on this machine. An error when it cannot be anywhere else:
+        an absolute path inside the script's own folder (script and configs travel together). A
+        warning otherwise, with the path the linter tried: a relative path resolves against each Ray
+        worker's working directory at run time, and an absolute one may exist only on the cluster."""
+        base = os.path.abspath(ctx.options.config_root or os.path.dirname(ctx.run.file) or ".")
+        for reference in msprobe_family.references(ctx.run):
+            path = ctx.resolve_path(reference.text)
+            if os.path.isfile(path):
+                continue
+            what = f"{reference.what}={reference.text}"
+            if os.path.exists(path):
+                ctx.report(f"{what}: {path} is not a file", at=reference.span)
+            elif not os.path.isabs(reference.text):
+                ctx.report(f"{what}: no such file (looked for {path}); a relative path resolves against each Ray "
+                           "worker's working directory at run time: prefer an absolute path", at=reference.span,
+                           severity="warning")
+            elif os.path.commonpath([base, os.path.abspath(path)]) == base:
+                ctx.report(f"{what}: no such file ({path}, in the script's own folder)", at=reference.span)
+            else:
+                ctx.report(f"{what}: not on this machine ({path}); make sure it exists on every node of the cluster",
+                           at=reference.span, severity="warning")

@@ -44,4 +44,6 @@ class MsprobeConfigIgnoredKeys(LintRule):
     )
 
     def check(self, ctx: LintContext) -> None:
-        msprobe_family.report(ctx, self.code)
+        for problem in msprobe_family.run_findings(ctx):
+            if problem.code == self.code:
+                ctx.report(problem.message, at=problem.at, severity=problem.severity, related=problem.related)

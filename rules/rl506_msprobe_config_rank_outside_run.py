@@ -43,4 +43,6 @@ class MsprobeConfigRankOutsideRun(LintRule):
     )
 
     def check(self, ctx: LintContext) -> None:
-        msprobe_family.report(ctx, self.code)
+        for problem in msprobe_family.run_findings(ctx):
+            if problem.code == self.code:
+                ctx.report(problem.message, at=problem.at, severity=problem.severity, related=problem.related)

@@ -1,4 +1,4 @@
-"""`rlpatch.lint.api`, the linter's facade for the other wings (reached through the registry)."""
+"""`rlpatch.lint.api`, the linter's facade for the other wings (imported by the wings that lint what they write)."""
 
 from __future__ import annotations
 
@@ -7,12 +7,11 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES
 
-from rlpatch import registry
 from rlpatch.errors import InputError
+from rlpatch.lint import api
 
 
 def test_options_findings_and_schema(tmp_path: Path) -> None:
-    api = registry.linter()
     root = str(FIXTURES / "verl_mini")
     options = api.make_options(verl_root=root, env={"N": "4"})
     assert str(api.verl_version_of(options)) == "0.9.1" and options.env == {"N": "4"}
@@ -26,7 +25,6 @@ def test_options_findings_and_schema(tmp_path: Path) -> None:
 
 
 def test_unreadable_file_and_missing_schema(tmp_path: Path) -> None:
-    api = registry.linter()
     with pytest.raises(InputError):
         api.lint_file(str(tmp_path / "missing.sh"), api.make_options())
     empty = tmp_path / "verl"

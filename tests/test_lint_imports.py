@@ -55,3 +55,21 @@ def test_lint_and_patch_paths_never_import_ray(tmp_path) -> None:
                  ["revert", "--verl-root", str(tree)], ["--help"]):
         report = _modules_after(argv)
         assert "BAD []" in report, (argv, report)
+
+
+def test_gen_help_imports_the_linter_api_only() -> None:
+    """`gen` builds its command from the linter's api at import time: that stays light (no rule,
+    no patch engine, no libcst, no torch)."""
+    code = textwrap.dedent("""
+        import sys
+        from rlpatch.cli import main
+        try:
+            main(["gen", "--help"])
+        except SystemExit:
+            pass
+        heavy = ("libcst", "torch", "ray", "rlpatch.patch", "rlpatch.rules")
+        print("API", "rlpatch.lint.api" in sys.modules)
+        print("BAD", sorted(m for m in sys.modules if any(m == h or m.startswith(h + ".") for h in heavy)))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert "API True" in out.stdout and "BAD []" in out.stdout, out.stdout + out.stderr

@@ -51,6 +51,22 @@ def test_rule_command_documents_every_patch_rule():
         assert "\nRefused (the anchor is not there):\n" in result.stdout and len(result.stdout.splitlines()) > 15
 
 
+def test_generated_mode_table_is_current():
+    """`rules/_lint_modes.py` is written from the rule classes' `modes`; it must say what they say now."""
+    from rlpatch.rules.__main__ import REGENERATE, TABLE_PATH, table_text
+
+    assert Path(TABLE_PATH).read_text(encoding="utf-8") == table_text(), f"{TABLE_PATH} is stale: run `{REGENERATE}`"
+
+
+def test_only_lint_rules_are_found_by_name_and_only_patch_rules_are_listed():
+    """Lint rules are the `rlNNN_*` modules of the folder; the patch rules' list (their order) names
+    every other module, and no lint rule."""
+    on_disk = {p.stem for p in RULES_DIR.glob("*.py") if not p.stem.startswith("_")}
+    assert set(rules.LINT_RULE_MODULES) == {name for name in on_disk if name[:2] == "rl" and name[2:5].isdigit()}
+    assert set(rules.PATCH_RULE_MODULES) == on_disk - set(rules.LINT_RULE_MODULES)
+    assert list(rules.LINT_RULE_MODULES) == sorted(rules.LINT_RULE_MODULES)
+
+
 def test_lint_rule_table_agrees_with_the_rule_classes():
     """`rules.LINT_RULE_MODES` (what `rlpatch lint` imports for a run's mode) and the code taken
     from a module's name must say what the classes say; a rule that checks whole files must check
@@ -68,7 +84,8 @@ def test_lint_rule_table_agrees_with_the_rule_classes():
 
 def test_a_lint_imports_only_the_rules_its_runs_need(tmp_path):
     code = ("import sys\nfrom rlpatch.cli import main\ntry:\n    main(['lint', '--no-config', sys.argv[1]])\n"
-            "except SystemExit:\n    pass\nprint(sorted(m.rsplit('.', 1)[1] for m in sys.modules if m.startswith('rlpatch.rules.')))")
+            "except SystemExit:\n    pass\nprint(sorted(m.rsplit('.', 1)[1] for m in sys.modules if m.startswith('rlpatch.rules.')\n"
+            "             and not m.startswith('rlpatch.rules._')))")
 
     def loaded(script: Path) -> set[str]:
         out = subprocess.run([sys.executable, "-c", code, str(script)], capture_output=True, text=True, check=True).stdout

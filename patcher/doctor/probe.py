@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 
 from rlpatch.errors import InputError
-from rlpatch.upstream import target_probe
+from rlpatch.upstream.api import PROBE_SOURCE, last_words, read_probe_answer, run_bounded, with_probe_marker
 
 STAGE1_TIMEOUT_S = 60.0
 
@@ -33,7 +33,7 @@ PACKAGES: dict[str, str] = {
     "ray": "ray",
 }
 
-STAGE2 = target_probe.with_marker(r"""
+STAGE2 = with_probe_marker(r"""
 import json, os, sys, traceback
 try:
     from msprobe.pytorch import PrecisionDebugger
@@ -84,7 +84,7 @@ def run_stage(interpreter: Interpreter, source: str, args: list[str], timeout: f
         raise InputError(f"{interpreter.chosen_by}: {interpreter.display}: no time left for the {stage} probe "
                          "(--timeout)")
     try:
-        done = target_probe.run_bounded(command, timeout, interpreter.cwd, dict(interpreter.env))
+        done = run_bounded(command, timeout, interpreter.cwd, dict(interpreter.env))
     except FileNotFoundError:
         raise InputError(f"{interpreter.chosen_by}: {interpreter.argv[0]}: no such interpreter") from None
     except PermissionError:
@@ -94,17 +94,17 @@ def run_stage(interpreter: Interpreter, source: str, args: list[str], timeout: f
                          f"{timeout:.3g} s") from None
     except OSError as err:
         raise InputError(f"{interpreter.chosen_by}: {interpreter.display}: cannot run it ({err.strerror})") from None
-    answer = target_probe.read_answer(done.stdout)
+    answer = read_probe_answer(done.stdout)
     if answer is not None:
         return answer
     raise InputError(f"{interpreter.chosen_by}: {interpreter.display} is not a working Python interpreter "
-                     f"({target_probe.last_words(done)})")
+                     f"({last_words(done)})")
 
 
 def environment(interpreter: Interpreter, deadline: Deadline) -> dict:
     """Stage 1: where and which version each package is, for this interpreter, without importing any
     (the probe `upstream.target_probe` runs for every command that asks a target interpreter)."""
-    answer = run_stage(interpreter, target_probe.PROBE_SOURCE, [json.dumps(PACKAGES)],
+    answer = run_stage(interpreter, PROBE_SOURCE, [json.dumps(PACKAGES)],
                        deadline.left(STAGE1_TIMEOUT_S), "metadata")
     packages = answer.get("packages")
     if not isinstance(packages, dict) or not all(isinstance(v, dict) for v in packages.values()):

@@ -13,12 +13,13 @@ import os
 import shlex
 from dataclasses import dataclass, field
 
-from rlpatch import __version__, registry
+from rlpatch import __version__
 from rlpatch.errors import InputError
 from rlpatch.gen import place
 from rlpatch.gen.consistency import plan_consistency
 from rlpatch.gen.modes import RUNTIME_ENV_VARS, Request, plan_inference, plan_training
 from rlpatch.gen.plan import Facts, NeedValue, Plan, Planned, Targets, branch_choosers
+from rlpatch.lint import api as linter
 from rlpatch.shell.api import (
     Arg,
     Options,
@@ -121,7 +122,7 @@ def choose_prefixes(plan: Plan, run: Run, lint_options, notes: list[str]) -> Non
     """Plain for keys the composed schema has, `++` for free-form dicts; a key this verl version
     does not have is left out (said so) rather than created with `++`."""
     groups = [o.text for o in run.overrides if o.key == "model_engine" and o.value_known and o.prefix == ""]
-    schema, why = registry.linter().schema_of(lint_options, run.config_name, groups, run.config_dir,
+    schema, why = linter.schema_of(lint_options, run.config_name, groups, run.config_dir,
                                               os.path.dirname(run.file) or ".")
     if schema is None:
         notes.append(f"no verl config to compose ({why}): plain overrides written without a schema check")

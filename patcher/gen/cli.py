@@ -17,11 +17,11 @@ import tempfile
 
 import click
 
-from rlpatch import registry
 from rlpatch.errors import InputError
 from rlpatch.gen.build import Generated, generate
 from rlpatch.gen.modes import Request
 from rlpatch.gen.plan import ApplyStep, Targets
+from rlpatch.lint import api as linter
 from rlpatch.shell.api import NEWEST_VERL, env_assignments, file_kind
 from rlpatch.upstream.api import Version, probe, probe_root
 
@@ -69,7 +69,7 @@ def _targets(verl_version, verl_root, python, sglang_version, vllm_ascend_versio
     sglang = _version(sglang_version, "--sglang-version") or _root_version("sglang", roots["sglang"], "--sglang-root")
     vllm_ascend = _version(vllm_ascend_version, "--vllm-ascend-version") or _root_version(
         "vllm-ascend", roots["vllm_ascend"], "--vllm-ascend-root")
-    verl = registry.linter().verl_version_of(lint_options)
+    verl = linter.verl_version_of(lint_options)
     assumed = not (verl_version or verl_root)
     if python:
         found = probe(python, ("verl", "sglang", "vllm-ascend"))
@@ -95,8 +95,8 @@ def _outputs(script: str, mode: str, out: str | None, config_dir: str | None) ->
     return new, names
 
 
-# `-- extra overrides` are kept aside exactly as `rlpatch lint` does (its command class, through the facade).
-@click.command("gen", cls=registry.linter().ExtraArgsCommand)
+# `-- extra overrides` are kept aside exactly as `rlpatch lint` does (its command class, from the linter's api).
+@click.command("gen", cls=linter.ExtraArgsCommand)
 @click.argument("mode", type=click.Choice(MODES))
 @click.argument("script", type=click.Path())
 @click.option("-o", "--output", "out", type=click.Path(), help="The new script (default: <stem>.<mode>-dump.sh beside SCRIPT).")
@@ -136,7 +136,6 @@ def gen_cmd(ctx: click.Context, mode: str, script: str, out, config_dir, dump_ro
     if not os.path.isfile(script):
         raise InputError(f"{script}: no such file" if not os.path.exists(script) else f"{script}: not a file")
     given_env = _env(env)
-    linter = registry.linter()
     released = _released_verl(verl_version, bool(verl_root or python))
     roots = {"verl": verl_root, "vllm_ascend": vllm_ascend_root, "sglang": sglang_root}
     lint_options = linter.make_options(verl_version=released, verl_root=verl_root, python=python, env=given_env,
@@ -242,7 +241,6 @@ def _lint(linter, path: str, lint_options) -> list:
 
 def _write_and_lint(files: dict[str, str], new_path: str, script: str, lint_options, dry_run: bool) -> list:
     """Write the files (into a scratch folder for --dry-run) and lint the new script."""
-    linter = registry.linter()
     if dry_run:
         with tempfile.TemporaryDirectory(prefix="rlpatch-gen-") as scratch:
             folder = os.path.dirname(os.path.abspath(new_path))

@@ -11,8 +11,8 @@ value checks, over `msprobe_rules`: cross-field, path and run rules, `msprobe_sc
 accepts, and `jsonpos`) and the version facts behind RL6xx (`versions_family`). The rules
 themselves live in `rlpatch.rules` and reach the linter through `rlpatch.registry`. It reads
 scripts only through the front end (`rlpatch.shell`) and may import the upstream facts; it never
-imports the patch engine (nor libcst) itself: RL605/RL607 ask the patch wing's api through
-`rlpatch.registry.patcher()`, imported only when a run needs a patch state.
+imports the patch engine (nor libcst) on its own path: RL605/RL607 ask the patch wing's api
+(`rlpatch.patch.api.verify_payload`), imported inside the function only when a run needs a patch state.
 """
 
-MAY_IMPORT: tuple[str, ...] = ("errors", "registry", "upstream", "shell")
+MAY_IMPORT: tuple[str, ...] = ("errors", "registry", "upstream", "shell", "patch")

@@ -1,7 +1,8 @@
 """The linter's small, stable facade for the wings that check what they write (`rlpatch gen`).
 
-Other wings reach this module only through `rlpatch.registry.linter()`. It hides the engine, the
-options object and the Hydra machinery (`hydra_schema`) behind these calls:
+Other wings import this module, never the linter's others (`rlpatch gen` does, at import time: it
+stays light, no rule, no libcst). It hides the engine, the options object and the Hydra machinery
+(`hydra_schema`) behind these calls:
 
 - `ExtraArgsCommand`: the click command class that keeps `-- extra overrides` aside, as `lint` does;
 - `make_options(...)`: the same versions, env and extra args as `rlpatch lint` would use;
@@ -16,9 +17,9 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from rlpatch.errors import InputError
-from rlpatch.lint.cli import ExtraArgsCommand
+from rlpatch.lint.options import ExtraArgsCommand, build_options
 from rlpatch.lint.rule import Finding, LintOptions
-from rlpatch.upstream.versions import Version
+from rlpatch.upstream.api import Version
 
 __all__ = ["ExtraArgsCommand", "Finding", "KeySchema", "LintOptions", "lint_file", "make_options", "schema_of", "verl_version_of"]
 
@@ -27,8 +28,6 @@ def make_options(*, verl_version: str | None = None, verl_root: str | None = Non
                  env: dict[str, str] | None = None, mode: str | None = None, args: Sequence[str] = (),
                  sglang_root: str | None = None, vllm_ascend_root: str | None = None) -> LintOptions:
     """Options exactly as `rlpatch lint` builds them from its command line (no [tool.rlpatch])."""
-    from rlpatch.lint.cli import build_options
-
     cli: dict[str, Any] = dict(verl_version=verl_version, verl_root=verl_root, python=python, mode=mode,
                                env=dict(env or {}), sglang_root=sglang_root, vllm_ascend_root=vllm_ascend_root)
     return build_options(cli, {}, list(args))

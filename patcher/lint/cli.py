@@ -15,22 +15,11 @@ import click
 
 from rlpatch.errors import InputError
 from rlpatch.lint.config import find_config
+from rlpatch.lint.options import ExtraArgsCommand, build_options, split_list
 from rlpatch.lint.rule import LintOptions
-from rlpatch.shell.api import MODES, env_assignments
-from rlpatch.upstream.versions import Version
+from rlpatch.shell.api import MODES
 
 FAIL_ON = {"E": "error", "W": "warning", "I": "info", "ERROR": "error", "WARNING": "warning", "INFO": "info"}
-
-
-class ExtraArgsCommand(click.Command):
-    """Keeps everything after `--` aside: those are extra Hydra overrides for the script's "$@"."""
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        if "--" in args:
-            index = args.index("--")
-            ctx.meta["rlpatch.extra"] = args[index + 1:]
-            args = args[:index]
-        return super().parse_args(ctx, args)
 
 
 def read_stdin() -> bytes:
@@ -40,69 +29,6 @@ def read_stdin() -> bytes:
 
     stream = sys.stdin.buffer if sys.stdin is not None else None
     return read_stream(stream, "-", MAX_SCRIPT_BYTES)
-
-
-def _split(values: tuple[str, ...] | list[str] | str | None) -> list[str] | None:
-    if values is None:
-        return None
-    if isinstance(values, str):
-        values = [values]
-    items = [item.strip() for value in values for item in str(value).split(",") if item.strip()]
-    return items
-
-
-def _env_pairs(pairs: Any, where: str) -> dict[str, str]:
-    if isinstance(pairs, dict):  # [tool.rlpatch] env = {K = "V"}
-        return {str(k): str(v) for k, v in pairs.items()}
-    return env_assignments(pairs or (), where)
-
-
-def _version(text: str | None, where: str) -> Version | None:
-    if text is None:
-        return None
-    version = Version.maybe(str(text))
-    if version is None:
-        raise InputError(f"{where}: not a version number: {text!r}")
-    return version
-
-
-def build_options(cli: dict[str, Any], config: dict[str, Any], extra: list[str]) -> LintOptions:
-    """CLI options over `[tool.rlpatch]` over defaults."""
-    from rlpatch.lint.engine import read_version
-
-    def pick(name: str) -> Any:
-        value = cli.get(name)
-        return value if value not in (None, (), []) else config.get(name)
-
-    env: dict[str, str] = dict(os.environ) if cli.get("use_env") else {}
-    env.update(_env_pairs(config.get("env"), "[tool.rlpatch] env"))
-    env.update(_env_pairs(cli.get("env"), "--env"))
-    verl_root = pick("verl_root")
-    version = _version(cli.get("verl_version"), "--verl-version")
-    if version is None and verl_root:
-        if not os.path.isdir(verl_root):
-            raise InputError(f"--verl-root {verl_root}: not a directory")
-        version = read_version(verl_root)
-        if version is None:
-            raise InputError(f"--verl-root {verl_root}: no verl/version/version file, cannot tell the verl version")
-    version = version or _version(config.get("verl_version"), "[tool.rlpatch] verl-version")
-    mode = pick("mode")
-    if mode is not None and mode not in MODES:
-        raise InputError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
-    targets = {name: pick(name) for name in ("python", "sglang_root", "vllm_ascend_root")}
-    targets["verl_version_given"] = str(version) if version and cli.get("verl_version") else None
-    if targets["verl_version_given"] and not verl_root:
-        # Fetched before any file is read: a failed download is one error about the version, not N files
-        # that "could not be linted".
-        from rlpatch.upstream.wheelcache import unpacked_tree
-
-        unpacked_tree("verl", targets["verl_version_given"])
-    options = LintOptions(verl_root=verl_root, mode=mode, env=env, args=list(extra),
-                          allow_level=frozenset(_split(pick("allow_level")) or ()), config_root=pick("config_root"),
-                          extra={name: value for name, value in targets.items() if value})
-    if version:
-        options.verl_version = version
-    return options
 
 
 ROLLOUT_ROOTS = ("--sglang-root", "--vllm-ascend-root")
@@ -136,10 +62,10 @@ def _common(function, rollout_roots: bool = True):
 def _selection(select: tuple[str, ...], ignore: tuple[str, ...], table: dict[str, Any]) -> tuple[list[str] | None, list[str]]:
     """(select, ignore) layered like ruff: a command-line --select starts over (the table's select
     and ignore no longer apply); without one, the table's selection stands and --ignore adds to it."""
-    cli_select, cli_ignore = _split(select), _split(ignore) or []
+    cli_select, cli_ignore = split_list(select), split_list(ignore) or []
     if cli_select:
         return cli_select, cli_ignore
-    return _split(table.get("select")), (_split(table.get("ignore")) or []) + cli_ignore
+    return split_list(table.get("select")), (split_list(table.get("ignore")) or []) + cli_ignore
 
 
 def _groups(files: tuple[str, ...], no_config: bool) -> list[tuple[dict[str, Any], list[str]]]:

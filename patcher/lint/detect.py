@@ -7,7 +7,7 @@ import click
 from rlpatch.errors import InputError
 from rlpatch.lint.engine import lint_path
 from rlpatch.lint.rule import LintOptions
-from rlpatch.upstream.trainers import TRAINERS
+from rlpatch.upstream.api import TRAINERS
 
 
 def describe_file(path: str, options: LintOptions, stdin: bytes | None) -> dict | None:

@@ -3,8 +3,10 @@
 For each file: read it (one-line InputError for anything that is not a script), evaluate it with
 the shell front end, build one `Run` per verl launch, run each selected rule's `check` on each run
 whose mode it covers and `check_file` once, drop duplicates (several paths of one script often
-give the same finding) and findings silenced by directive comments. Rules come only from the
-registry (`rlpatch.rules.LINT_RULE_MODULES`); this module never imports libcst or a patch rule.
+give the same finding) and findings silenced by directive comments. The rules checking one run
+share that run's `Facts` (what one computes, such as the composed verl config, the next reuses),
+those checking the file the file's. Rules come only from the registry (the `rlNNN_*` modules of
+`rlpatch.rules`); this module never imports libcst or a patch rule.
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ from typing import Iterator, NamedTuple, Union
 
 from rlpatch import registry
 from rlpatch.errors import InputError
-from rlpatch.lint.rule import SEVERITY_RANK, FileContext, Finding, LintContext, LintOptions, LintRule, Skipped
+from rlpatch.lint.rule import SEVERITY_RANK, Facts, FileContext, Finding, LintContext, LintOptions, LintRule, Skipped
 from rlpatch.shell.api import Evaluation, Run, SourceFile, Span, script_runs
-from rlpatch.upstream.versions import Version
+from rlpatch.upstream.api import Version
 
 
 class FileResult:
@@ -142,11 +144,13 @@ def lint_source(source: SourceFile, options: LintOptions, rules: Rules) -> FileR
     skipped: list[Skipped] = []
     for run in runs:
         mode = run.mode
+        run_facts = Facts()  # what the rules compute about this run (its composed schema, its configs)
         for rule in rules:
             if rule.applies_to(mode):
-                rule.check(LintContext(rule, run, options, findings, skipped))
+                rule.check(LintContext(rule, run, options, findings, skipped, run_facts))
+    file_facts = Facts()
     for rule in sorted(rules, key=lambda r: r.after_others):
-        rule.check_file(FileContext(rule, source, evaluation, runs, options, findings, skipped))
+        rule.check_file(FileContext(rule, source, evaluation, runs, options, findings, skipped, file_facts))
     suppress = Suppressions.of(source, parsed)
     unique = merge_paths({f for f in findings if not suppress.silences(f)})
     return FileResult(source.path, unique, runs, None, evaluation)

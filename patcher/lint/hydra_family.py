@@ -1,34 +1,41 @@
-"""RL3xx glue: one Hydra/schema verdict per run, shared by the RL301-RL306 rule modules.
+"""RL3xx facts: one Hydra/schema verdict per run, shared by the RL301-RL306 rule modules.
 
 `rlpatch.lint.hydra_schema` decides; this module turns a `Run` into its override records, picks the
-verl config from the lint options, remembers the answer on the run (six rules, one compose), and
-maps each problem's offsets inside an override back to the script (through variables, arrays and
-continuations, via `Arg.sub_span`).
+verl config from the lint options, keeps the verdict in the run's facts (six rules, one compose),
+and maps each problem's offsets inside an override back to the script (through variables, arrays
+and continuations, via `Arg.sub_span`). Each rule module reports its own problems from the verdict.
 """
 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
-from rlpatch.lint.rule import LintContext, LintOptions
-from rlpatch.lint.versions_family import _cache
-from rlpatch.shell.api import Override
+from rlpatch.lint.rule import Fact, LintContext, LintOptions
+from rlpatch.shell.api import Override, Span
 
 if TYPE_CHECKING:  # imported when a run is checked: a lint that never gets there does not pay for it
     from rlpatch.lint.hydra_schema import OverrideRecord, SchemaResult
 
-_ATTRIBUTE = "_rlpatch_schema_result"
+SCHEMA_VERDICT: Fact[SchemaResult] = Fact("hydra schema verdict")  # a run's (LintContext.facts)
+VERL_FOUND_HERE: Fact[bool] = Fact("verl found here")  # the lint invocation's (target_facts)
 
 
-def schema_result(ctx: LintContext) -> SchemaResult:
-    """The RL3xx verdict for `ctx.run`, computed once per run."""
-    run = ctx.run
-    cached = getattr(run, _ATTRIBUTE, None)
-    if cached is None:
-        cached = _compute(ctx)
-        setattr(run, _ATTRIBUTE, cached)
-    return cached
+class ScriptProblem(NamedTuple):
+    """One problem of the verdict, placed in the script (inside the override that caused it)."""
+
+    message: str
+    at: Span
+    related: tuple[Span, ...]
+
+
+def schema_verdict(ctx: LintContext) -> SchemaResult | None:
+    """The Hydra verdict on `ctx.run`, composed once per run and shared by RL301-RL306; None when
+    no verl is named or installed here: the family stays silent, without even importing the schema
+    module (the verdict could only be "skipped: no verl tree found")."""
+    if not _target_named(ctx.options):
+        return None
+    return ctx.facts.get_or_compute(SCHEMA_VERDICT, lambda: _compute(ctx))
 
 
 def _compute(ctx: LintContext) -> SchemaResult:
@@ -55,20 +62,20 @@ def _target_named(options: LintOptions) -> bool:
     otherwise print the same note for every script."""
     if options.verl_root or options.extra.get("python") or options.extra.get("verl_version_given"):
         return True
-    # Asked by six rules for every run: find_spec walks sys.path each time, so ask once per lint
-    # invocation (the versions family's per-options cache).
-    cache = _cache(options)
-    if ("verl found here",) not in cache:
-        from rlpatch.upstream.envprobe import probe_here
+    # Asked by six rules for every run: find_spec walks sys.path each time, so ask once per lint invocation.
+    return options.target_facts.get_or_compute(VERL_FOUND_HERE, _verl_found_here)
 
-        cache[("verl found here",)] = probe_here(("verl",))["verl"].found
-    return cache[("verl found here",)]
+
+def _verl_found_here() -> bool:
+    from rlpatch.upstream.api import probe_here
+
+    return probe_here(("verl",))["verl"].found
 
 
 # A value the script computes at run time (`trainer.nnodes=$SLURM_NNODES`) is unknown, but its key is
-# not: the key is still checked (RL302/RL304) with a placeholder value standing in for the real one.
+# not: the key is still checked (by the rules that judge keys alone) with a placeholder value standing
+# in for the real one.
 _PLACEHOLDER = "0"
-_KEY_ONLY_CODES = ("RL302", "RL304")
 
 
 def _record(override: Override) -> OverrideRecord:
@@ -80,32 +87,32 @@ def _record(override: Override) -> OverrideRecord:
     return OverrideRecord(text, override.prefix, override.key, None if override.prefix == "~" else _PLACEHOLDER)
 
 
-def _decidable(override: Override, code: str) -> bool:
-    """Grammar, `+` and value rules need the real value; key existence does not."""
-    return override.value_known or code in _KEY_ONLY_CODES
+def note_unchecked(ctx: LintContext, verdict: SchemaResult) -> None:
+    """The one-line note (as RL002, from the rule that asks) when the schema could not be checked."""
+    if verdict.skipped:
+        ctx.report(verdict.skipped, at=ctx.run.entry_span, severity="info", code="RL002")
 
 
-def report(ctx: LintContext, code: str) -> None:
-    """Report this rule's problems; the one-line "skipped" note when the family cannot run."""
-    if not _target_named(ctx.options):
-        # No verl named and none installed here: the verdict could only be "skipped" (no verl tree
-        # found), which stays silent; do not even import the schema module to learn it.
-        return
-    result = schema_result(ctx)
-    if result.skipped:
-        ctx.report(result.skipped, at=ctx.run.entry_span, severity="info", code="RL002")
+def problems_in_script(ctx: LintContext, verdict: SchemaResult, code: str, *, value_needed: bool) -> list[ScriptProblem]:
+    """The verdict's problems of `code`, placed in the script: offsets inside an override mapped back
+    through variables, arrays and continuations (`Arg.sub_span`); a problem of no override at the
+    launch. An override whose value the script computes at run time was checked with a placeholder:
+    its problems count only for a rule that judges the key alone (`value_needed=False`), and say
+    `key=...` rather than show the placeholder."""
+    placed: list[ScriptProblem] = []
     overrides = ctx.run.overrides
-    for problem in result.problems:
+    for problem in verdict.problems:
         if problem.code != code:
             continue
         if problem.index is None:
-            ctx.report(problem.message, at=ctx.run.entry_span)
+            placed.append(ScriptProblem(problem.message, ctx.run.entry_span, ()))
             continue
         override = overrides[problem.index]
-        if not _decidable(override, code):
+        if value_needed and not override.value_known:
             continue
         message = problem.message
-        if not override.value_known:  # say "key=..." rather than show the placeholder
+        if not override.value_known:
             message = message.replace(_record(override).text, f"{override.prefix}{override.key}=...")
         at = override.arg.sub_span(problem.start, max(problem.end, problem.start + 1))
-        ctx.report(message, at=at, related=override.related())
+        placed.append(ScriptProblem(message, at, tuple(override.related())))
+    return placed

@@ -4,17 +4,18 @@ A run points at msprobe configs through overrides (verl's `precision_debugger.co
 vLLM `dump_config_path` / `dump_config`, SGLang's `msprobe_dump_config`) and env vars
 (`MSPROBE_ACTOR_CONFIG` for the training side of a consistency run, `MSPROBE_SGLANG_CONFIG*`).
 Each file is read relative to the script (or `--config-root`) and checked by
-`rlpatch.lint.msprobe_config` with what the run adds: its dump mode, its world size. Findings point
-inside the JSON file, with the override or export that referenced it as a related position.
+`rlpatch.lint.msprobe_config` with what the run adds: its dump mode, its world size, once per run
+(the run's facts); each RL5xx rule module reports its own findings. Findings point inside the JSON
+file, with the override or export that referenced it as a related position.
 `rlpatch lint config.json` checks a file on its own (as msprobe would: it needs a dump_path).
 """
 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Iterable, NamedTuple
+from typing import TYPE_CHECKING, Iterable, NamedTuple, cast
 
-from rlpatch.lint.rule import Finding, LintContext, LintRule
+from rlpatch.lint.rule import Fact, Finding, LintContext, LintRule, Severity
 from rlpatch.shell.api import INFERENCE_DUMP_KEYS, Run, Span
 
 if TYPE_CHECKING:  # imported when a config file is really checked: most scripts reference none
@@ -23,7 +24,7 @@ if TYPE_CHECKING:  # imported when a config file is really checked: most scripts
 TRAINING_CONFIG_KEY = "global_profiler.global_tool_config.precision_debugger.config_path"
 ACTOR_ENV = "MSPROBE_ACTOR_CONFIG"
 SGLANG_ENV_PREFIX = "MSPROBE_SGLANG_CONFIG"
-_ATTRIBUTE = "_rlpatch_msprobe_findings"
+CONFIG_FINDINGS: Fact[list[ConfigProblem]] = Fact("msprobe config findings")  # a run's (LintContext.facts)
 
 
 class Reference(NamedTuple):
@@ -64,51 +65,36 @@ def options_for(reference: Reference, run: Run) -> Options:
     return Options(mode=file_mode, world_size=run.world_size(), backend=run.train_backend_why()[0])
 
 
-def run_findings(ctx: LintContext) -> list[tuple[ConfigFinding, Reference]]:
-    """All RL5xx findings of this run (computed once); files not on this machine are skipped."""
-    cached = getattr(ctx.run, _ATTRIBUTE, None)
-    if cached is not None:
-        return cached
-    results: list[tuple[ConfigFinding, Reference]] = []
+class ConfigProblem(NamedTuple):
+    """One finding inside a config file the run references, with the reference as related position."""
+
+    code: str
+    severity: Severity
+    message: str
+    at: Span
+    related: tuple[Span, ...]
+
+
+def run_findings(ctx: LintContext) -> list[ConfigProblem]:
+    """Every RL5xx finding of the configs this run references (each file read and checked once per
+    run, shared by RL501-RL507); files not on this machine are skipped (RL501 reports them)."""
+    return ctx.facts.get_or_compute(CONFIG_FINDINGS, lambda: _check_referenced_files(ctx))
+
+
+def _check_referenced_files(ctx: LintContext) -> list[ConfigProblem]:
+    results: list[ConfigProblem] = []
     for reference in references(ctx.run):
         path = ctx.resolve_path(reference.text)
         if os.path.isfile(path):  # a path that exists only on the cluster is not this linter's to judge
             from rlpatch.lint.msprobe_config import check_file
 
-            results.extend((finding, reference) for finding in check_file(path, options_for(reference, ctx.run)))
-    setattr(ctx.run, _ATTRIBUTE, results)
+            results.extend(ConfigProblem(finding.code, _severity(finding), finding.message, _span(finding), (reference.span,))
+                           for finding in check_file(path, options_for(reference, ctx.run)))
     return results
 
 
-def report_missing(ctx: LintContext) -> None:
-    """A referenced config that is not on this machine (RL501). An error when it cannot be anywhere
-    else: an absolute path inside the script's own folder (script and configs travel together).
-    A warning otherwise, with the path the linter tried: a relative path resolves against each
-    Ray worker's working directory at run time, and an absolute one may exist only on the cluster."""
-    base = os.path.abspath(ctx.options.config_root or os.path.dirname(ctx.run.file) or ".")
-    for reference in references(ctx.run):
-        path = ctx.resolve_path(reference.text)
-        if os.path.isfile(path):
-            continue
-        what = f"{reference.what}={reference.text}"
-        if os.path.exists(path):
-            ctx.report(f"{what}: {path} is not a file", at=reference.span)
-        elif not os.path.isabs(reference.text):
-            ctx.report(f"{what}: no such file (looked for {path}); a relative path resolves against each Ray "
-                       "worker's working directory at run time: prefer an absolute path", at=reference.span,
-                       severity="warning")
-        elif os.path.commonpath([base, os.path.abspath(path)]) == base:
-            ctx.report(f"{what}: no such file ({path}, in the script's own folder)", at=reference.span)
-        else:
-            ctx.report(f"{what}: not on this machine ({path}); make sure it exists on every node of the cluster",
-                       at=reference.span, severity="warning")
-
-
-def report(ctx: LintContext, code: str) -> None:
-    for finding, reference in run_findings(ctx):
-        if finding.code == code:
-            ctx.report(finding.message, at=_span(finding), severity=finding.severity,  # type: ignore[arg-type]  # ConfigFinding.severity is a str holding a Severity
-                       related=[reference.span])
+def _severity(finding: ConfigFinding) -> Severity:
+    return cast(Severity, finding.severity)  # msprobe_config writes only "error", "warning" and "info"
 
 
 def _span(finding: ConfigFinding) -> Span:
@@ -124,7 +110,7 @@ def lint_config_file(path: str, rules: Iterable[LintRule]) -> list[Finding]:
     codes = {rule.code for rule in rules}
     found = check_bytes(read_config(path), path, Options())
     return sorted(
-        (Finding(f.code, f.severity, f.message, _span(f)) for f in found if f.code in codes),  # type: ignore[arg-type]  # ConfigFinding.severity is a str holding a Severity
+        (Finding(f.code, _severity(f), f.message, _span(f)) for f in found if f.code in codes),
         key=Finding.sort_key,
     )
 

@@ -26,7 +26,10 @@ prints and never raises on bad input: it calls `report(message, at=Span)` with *
 *any* file (a script line, a key inside a config.json the script references: `ctx.json_position`),
 so later families (RL3xx Hydra schema, RL5xx msprobe config files, RL6xx versions and patch
 state) are new modules with the same shape. Options every rule can read are on `ctx.options`
-(`verl_version`, `verl_root`, `allow_level`, `config_root`, `env` ...).
+(`verl_version`, `verl_root`, `allow_level`, `config_root`, `env` ...). What several rules need
+and is costly to compute (a run's composed verl config, the msprobe configs it names, the target
+environment's versions) is computed once and shared: `ctx.facts.get_or_compute(FACT, compute)` for
+the run (or the file, in `check_file`), `ctx.target_facts` for the whole lint invocation.
 
 The VALID/INVALID cases are tests: one parametrized test lints each case and checks that the rule
 fires (at the `expect`ed 1-based line/column pairs when given) or stays silent.
@@ -36,11 +39,12 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable, Hashable
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Literal, Mapping, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Iterable, Literal, Mapping, NamedTuple, Sequence, TypeVar
 
 from rlpatch.shell.api import NEWEST_VERL, Span
-from rlpatch.upstream.versions import Version
+from rlpatch.upstream.api import Version
 
 if TYPE_CHECKING:
     from rlpatch.shell.api import Evaluation, Run, Setting, SourceFile
@@ -104,6 +108,43 @@ class Case(NamedTuple):
     note: str = ""
 
 
+FactValue = TypeVar("FactValue")
+
+
+class Fact(Generic[FactValue]):
+    """The name of one kind of computed fact (a run's composed-schema verdict, a project's installed
+    version ...); its type parameter is the type of the value, so that `Facts` hands it back typed."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"Fact({self.name!r})"
+
+
+class Facts:
+    """Facts the rules share, each computed once, on the first rule's ask, then kept for the scope
+    that owns this cache: the engine gives every run of a file its own (`LintContext.facts`), the
+    file one (`FileContext.facts`), and the options one for the whole lint invocation
+    (`LintOptions.target_facts`: the target environment's versions and patch states)."""
+
+    __slots__ = ("_known",)
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[Fact[Any], Hashable], Any] = {}
+
+    def get_or_compute(self, fact: Fact[FactValue], compute: Callable[[], FactValue],
+                       about: Hashable = None) -> FactValue:
+        """The value of `fact` (for `about`, when one fact has several subjects), computed once."""
+        key = (fact, about)
+        if key in self._known:
+            return self._known[key]
+        value = self._known[key] = compute()
+        return value
+
+
 class LintOptions:
     """What the user told `rlpatch lint` (CLI, then `[tool.rlpatch]`), visible to every rule."""
 
@@ -119,6 +160,9 @@ class LintOptions:
         self.allow_level = allow_level
         self.config_root = config_root
         self.extra: dict[str, Any] = {} if extra is None else extra  # room for later families' options
+        # Answers about the target environment, kept for one lint invocation (this options object):
+        # the trees may change between invocations, never during one.
+        self.target_facts = Facts()
 
     def __repr__(self) -> str:
         return f"LintOptions(verl_version={self.verl_version}, verl_root={self.verl_root!r}, mode={self.mode!r})"
@@ -136,12 +180,18 @@ class _Reporter:
     """What both contexts share: reporting findings and reading files the script points at."""
 
     def __init__(self, rule: "LintRule", options: LintOptions, findings: list[Finding], skipped: list[Skipped],
-                 script_path: str) -> None:
+                 script_path: str, facts: Facts | None) -> None:
         self.rule = rule
         self.options = options
         self.findings = findings
         self.skipped = skipped
         self.script_path = script_path
+        self.facts = Facts() if facts is None else facts
+
+    @property
+    def target_facts(self) -> Facts:
+        """Facts about the target environment, shared by every file of this lint invocation."""
+        return self.options.target_facts
 
     def report(self, message: str, at: Span, *, severity: Severity | None = None,
                related: Iterable[Span] = (), code: str | None = None) -> None:
@@ -182,11 +232,11 @@ class _Reporter:
 
 
 class LintContext(_Reporter):
-    """Passed to `LintRule.check` for one verl launch."""
+    """Passed to `LintRule.check` for one verl launch; `facts` are this run's, shared by every rule."""
 
     def __init__(self, rule: "LintRule", run: "Run", options: LintOptions, findings: list[Finding],
-                 skipped: list[Skipped]) -> None:
-        super().__init__(rule, options, findings, skipped, run.file)
+                 skipped: list[Skipped], facts: Facts | None = None) -> None:
+        super().__init__(rule, options, findings, skipped, run.file, facts)
         self.run = run
 
     def unresolved(self, *settings: "Setting") -> bool:
@@ -198,11 +248,13 @@ class LintContext(_Reporter):
 
 
 class FileContext(_Reporter):
-    """Passed to `LintRule.check_file` once per script, after every launch was checked."""
+    """Passed to `LintRule.check_file` once per script, after every launch was checked; `facts` are
+    the file's, shared by every rule."""
 
     def __init__(self, rule: "LintRule", source: "SourceFile", evaluation: "Evaluation", runs: list["Run"],
-                 options: LintOptions, findings: list[Finding], skipped: list[Skipped]) -> None:
-        super().__init__(rule, options, findings, skipped, source.path)
+                 options: LintOptions, findings: list[Finding], skipped: list[Skipped],
+                 facts: Facts | None = None) -> None:
+        super().__init__(rule, options, findings, skipped, source.path, facts)
         self.source = source
         self.evaluation = evaluation
         self.runs = runs

@@ -70,7 +70,7 @@ def hydra_version() -> str | None:
 
 
 def _schema_dir() -> Path:
-    from rlpatch.upstream.wheelcache import cache_dir
+    from rlpatch.upstream.api import cache_dir
 
     return cache_dir() / "schema"
 

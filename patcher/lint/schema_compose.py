@@ -23,7 +23,7 @@ from rlpatch.lint.schema_cache import read_json, schema_path, write_json_atomic
 from rlpatch.lint.schema_discovery import ConfigSource, SchemaUnavailable
 from rlpatch.lint.schema_grammar import ParsedOverride, SchemaProblem
 from rlpatch.shell.api import renamed_key
-from rlpatch.upstream.versions import Version
+from rlpatch.upstream.api import Version
 
 MISSING = "???"  # OmegaConf's mandatory-value marker, kept as is in the snapshot
 

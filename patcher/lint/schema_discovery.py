@@ -15,8 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlpatch.upstream.envprobe import find_package_dir, probe, probe_root
-from rlpatch.upstream.versions import Version
+from rlpatch.upstream.api import Version, find_package_dir, probe, probe_root
 
 DEFAULT_CONFIG_NAME = "ppo_trainer"  # verl.trainer.main_ppo's @hydra.main(config_name=...)
 CONFIG_SUBDIR = ("verl", "trainer", "config")
@@ -56,7 +55,7 @@ def locate_config(
         installed = probe_root("verl", verl_root)
         origin = f"--verl-root {verl_root}"
     elif verl_version is not None:
-        from rlpatch.upstream.wheelcache import unpacked_tree
+        from rlpatch.upstream.api import unpacked_tree
 
         installed = probe_root("verl", unpacked_tree("verl", verl_version))
         origin = f"verl {verl_version} (released wheel)"

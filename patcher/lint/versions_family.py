@@ -4,7 +4,7 @@ Versions come from `rlpatch.upstream.envprobe` (metadata and version files, noth
 root (`--verl-root`, `--sglang-root`, `--vllm-ascend-root`) first, then the interpreter that will
 run verl (`--python`, default: this one). mindstudio-probe is looked up beside SGLang or
 vLLM-Ascend when their root is a site-packages directory (one environment holds both). RL605
-asks the patch wing's api (`rlpatch verify --format json`, in-process) through the registry, imported
+asks the patch wing's api (`rlpatch verify --format json`, in-process: `rlpatch.patch.api`), imported
 only when a consistency or SGLang-dump run has a tree to check: the plain lint path never imports libcst.
 """
 
@@ -13,37 +13,35 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from rlpatch.lint.rule import LintContext, LintOptions, Skipped
+from rlpatch.lint.rule import Fact, LintContext, LintOptions, Skipped
 from rlpatch.shell.api import Run, Setting
-from rlpatch.upstream.versions import Version
+from rlpatch.upstream.api import Version
 
 if TYPE_CHECKING:  # imported when a version is really asked for: most runs never ask (cold start)
-    from rlpatch.upstream.envprobe import Installed
+    from rlpatch.upstream.api import Installed
+
+# What one verify of the target tree says: its rules' reports, the error that stopped it, and the
+# coverage of each trainer.
+VerifyAnswer = tuple[list[dict[str, Any]], str | None, list[dict[str, Any]]]
 
 SGLANG_PATCH_RULE = "sglang-model-runner"  # the patch that reads MSPROBE_SGLANG_CONFIG (SGLang < 0.5.11)
 SGLANG_DUMP_KEY = "actor_rollout_ref.rollout.engine_kwargs.sglang.msprobe_dump_config"
 VLLM_DUMP_CONFIG = "actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config.dump_config"
 VLLM_DUMP_CONFIG_PATH = "actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config.dump_config_path"
 ROOT_OPTION = {"verl": "verl_root", "sglang": "sglang_root", "vllm-ascend": "vllm_ascend_root"}
-_CACHE_ATTRIBUTE = "_rlpatch_versions_cache"
 
-
-def _cache(options: LintOptions) -> dict[tuple[Any, ...], Any]:
-    """Answers kept for one lint invocation (its options object): trees may change between runs."""
-    cache = getattr(options, _CACHE_ATTRIBUTE, None)
-    if cache is None:
-        cache = {}
-        setattr(options, _CACHE_ATTRIBUTE, cache)
-    return cache
+# The target environment's answers, kept for one lint invocation (`LintOptions.target_facts`).
+INSTALLED: Fact[Installed] = Fact("installed")  # about: the project
+PATCH_STATES: Fact[VerifyAnswer] = Fact("patch states")  # about: ("verify", what was verified)
 
 
 def installed(options: LintOptions, project: str) -> Installed:
     """Where `project` is in the target environment and its version (once per lint invocation)."""
-    cache = _cache(options)
-    if ("installed", project) not in cache:
-        roots = {name: _root(options, name) for name in ROOT_OPTION}
-        cache[("installed", project)] = _find(options, project, roots)
-    return cache[("installed", project)]
+    return options.target_facts.get_or_compute(INSTALLED, lambda: _find(options, project, _roots(options)), project)
+
+
+def _roots(options: LintOptions) -> dict[str, str | None]:
+    return {name: _root(options, name) for name in ROOT_OPTION}
 
 
 def _root(options: LintOptions, project: str) -> str | None:
@@ -51,7 +49,7 @@ def _root(options: LintOptions, project: str) -> str | None:
 
 
 def _find(options: LintOptions, project: str, roots: dict[str, str | None]) -> Installed:
-    from rlpatch.upstream.envprobe import probe, probe_root
+    from rlpatch.upstream.api import probe, probe_root
 
     root = roots.get(project)
     if root:
@@ -97,9 +95,8 @@ VLLM_ASCEND_PATCH_RULE = "vllm-ascend-dispatch-logger"  # logs the request ids a
 
 def verify_states(ctx: LintContext, backend: str) -> tuple[list[dict[str, Any]], str | None]:
     """(rule reports, error) of `rlpatch verify --mode consistency --backend B` for the target verl."""
-    options = ctx.options
-    where = {"verl_root": os.path.realpath(options.verl_root)} if options.verl_root else {"python": options.extra.get("python")}
-    return _cached_verify(options, ("verify", backend), "verl", mode="consistency", backend=backend, **where)
+    rules, error, _ = _verl_verify(ctx.options, backend)
+    return rules, error
 
 
 def verify_sglang_states(ctx: LintContext) -> tuple[list[dict[str, Any]], str | None]:
@@ -120,27 +117,33 @@ def verify_vllm_ascend_states(ctx: LintContext) -> tuple[list[dict[str, Any]], s
 
 def verify_trainers(ctx: LintContext, backend: str) -> tuple[list[dict[str, Any]], str | None]:
     """(per-trainer coverage, error) from the same verify as verify_states (run once)."""
-    verify_states(ctx, backend)
-    _, error, trainers = _cache(ctx.options)[("verify", backend)]
+    _, error, trainers = _verl_verify(ctx.options, backend)
     return trainers, error
 
 
+def _verl_verify(options: LintOptions, backend: str) -> VerifyAnswer:
+    where = {"verl_root": os.path.realpath(options.verl_root)} if options.verl_root else {"python": options.extra.get("python")}
+    return _verify_answer(options, ("verify", backend), "verl", dict(mode="consistency", backend=backend, **where))
+
+
 def _cached_verify(options: LintOptions, key: tuple[str, str], package: str, **arguments: Any) -> tuple[list[dict[str, Any]], str | None]:
-    cache = _cache(options)
-    if key not in cache:
-        cache[key] = _run_verify(package, arguments)
-    rules, error, _ = cache[key]
+    rules, error, _ = _verify_answer(options, key, package, arguments)
     return rules, error
 
 
-def _run_verify(package: str, arguments: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None, list[dict[str, Any]]]:
+def _verify_answer(options: LintOptions, key: tuple[str, str], package: str, arguments: dict[str, Any]) -> VerifyAnswer:
+    """The verify named by `key`, run on the first ask only (a later ask with the same key reuses it)."""
+    return options.target_facts.get_or_compute(PATCH_STATES, lambda: _run_verify(package, arguments), key)
+
+
+def _run_verify(package: str, arguments: dict[str, Any]) -> VerifyAnswer:
     """The patch wing answers in-process; it is imported only here (it brings libcst), so a lint that
     never asks for a patch state never loads it."""
-    from rlpatch import registry
     from rlpatch.errors import RlpatchError
+    from rlpatch.patch.api import verify_payload
 
     try:
-        payload = registry.patcher().verify_payload(**arguments)
+        payload = verify_payload(**arguments)
     except RlpatchError as err:
         return [], err.message, []
     targets = [target for target in payload["targets"] if target["package"] == package]

@@ -1,0 +1,93 @@
+"""What `rlpatch lint` and its facade share: the command class that keeps `-- extra overrides`
+aside, and the one way to build `LintOptions` from command-line values over `[tool.rlpatch]`.
+
+Neither the CLI (`rlpatch.lint.cli`) nor the facade (`rlpatch.lint.api`, used by `rlpatch gen`)
+owns these: both import them from here, so the linter's core never depends on its command line.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import click
+
+from rlpatch.errors import InputError
+from rlpatch.lint.rule import LintOptions
+from rlpatch.shell.api import MODES, env_assignments
+from rlpatch.upstream.api import Version
+
+
+class ExtraArgsCommand(click.Command):
+    """Keeps everything after `--` aside: those are extra Hydra overrides for the script's "$@"."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if "--" in args:
+            index = args.index("--")
+            ctx.meta["rlpatch.extra"] = args[index + 1:]
+            args = args[:index]
+        return super().parse_args(ctx, args)
+
+
+def split_list(values: tuple[str, ...] | list[str] | str | None) -> list[str] | None:
+    """Comma-separated items, from one option or several (None when the option was not given)."""
+    if values is None:
+        return None
+    if isinstance(values, str):
+        values = [values]
+    items = [item.strip() for value in values for item in str(value).split(",") if item.strip()]
+    return items
+
+
+def _env_pairs(pairs: Any, where: str) -> dict[str, str]:
+    if isinstance(pairs, dict):  # [tool.rlpatch] env = {K = "V"}
+        return {str(k): str(v) for k, v in pairs.items()}
+    return env_assignments(pairs or (), where)
+
+
+def _version(text: str | None, where: str) -> Version | None:
+    if text is None:
+        return None
+    version = Version.maybe(str(text))
+    if version is None:
+        raise InputError(f"{where}: not a version number: {text!r}")
+    return version
+
+
+def build_options(cli: dict[str, Any], config: dict[str, Any], extra: list[str]) -> LintOptions:
+    """CLI options over `[tool.rlpatch]` over defaults."""
+    from rlpatch.lint.engine import read_version
+
+    def pick(name: str) -> Any:
+        value = cli.get(name)
+        return value if value not in (None, (), []) else config.get(name)
+
+    env: dict[str, str] = dict(os.environ) if cli.get("use_env") else {}
+    env.update(_env_pairs(config.get("env"), "[tool.rlpatch] env"))
+    env.update(_env_pairs(cli.get("env"), "--env"))
+    verl_root = pick("verl_root")
+    version = _version(cli.get("verl_version"), "--verl-version")
+    if version is None and verl_root:
+        if not os.path.isdir(verl_root):
+            raise InputError(f"--verl-root {verl_root}: not a directory")
+        version = read_version(verl_root)
+        if version is None:
+            raise InputError(f"--verl-root {verl_root}: no verl/version/version file, cannot tell the verl version")
+    version = version or _version(config.get("verl_version"), "[tool.rlpatch] verl-version")
+    mode = pick("mode")
+    if mode is not None and mode not in MODES:
+        raise InputError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    targets = {name: pick(name) for name in ("python", "sglang_root", "vllm_ascend_root")}
+    targets["verl_version_given"] = str(version) if version and cli.get("verl_version") else None
+    if targets["verl_version_given"] and not verl_root:
+        # Fetched before any file is read: a failed download is one error about the version, not N files
+        # that "could not be linted".
+        from rlpatch.upstream.api import unpacked_tree
+
+        unpacked_tree("verl", targets["verl_version_given"])
+    options = LintOptions(verl_root=verl_root, mode=mode, env=env, args=list(extra),
+                          allow_level=frozenset(split_list(pick("allow_level")) or ()), config_root=pick("config_root"),
+                          extra={name: value for name, value in targets.items() if value})
+    if version:
+        options.verl_version = version
+    return options
