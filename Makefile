@@ -59,9 +59,11 @@ docs: $(STAMP)
 	$(PY) -m rlpatch.lint.docs_site --check docs
 	$(VENV)/bin/mkdocs build --strict --quiet
 
-# Regenerate docs/rules/*.md from the rule modules (after changing a rule's docstring or cases).
+# Regenerate what is written from the rule modules: docs/rules/*.md (after changing a rule's docstring
+# or cases) and rules/_lint_modes.py (after adding a lint rule or changing its modes).
 docs-pages: $(STAMP)
 	$(PY) -m rlpatch.lint.docs_site docs
+	$(PY) -m rlpatch.rules
 
 bench: $(STAMP)
 	$(PY) tests/bench_patch.py
