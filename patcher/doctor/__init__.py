@@ -4,10 +4,11 @@ Owns the target-interpreter resolution (`--python`, a launcher prefix, the launc
 command in `--script`, verl's `runtime_env.py_executable`), the two-stage probe that runs inside
 that interpreter (stdlib metadata first, then the real `from msprobe.pytorch import
 PrecisionDebugger` in its own subprocess with a timeout), the verdicts and `--install`. The patch
-state and the script's lint verdicts come from the `rlpatch verify` and `rlpatch lint` commands
-(through the CLI), never from importing those wings; it reads scripts through the front end.
+state comes from the patch wing's door (`rlpatch.patch.api`, nothing else of that wing), the
+script's lint verdicts from the `rlpatch lint` command (through the CLI); it reads scripts through
+the front end.
 `--ray ADDRESS` hands over to the cluster wing (its options, and its driver imported only with
 `--ray`), which runs `rlpatch doctor` on every node through the CLI and never imports this wing.
 """
 
-MAY_IMPORT: tuple[str, ...] = ("errors", "cli", "registry", "upstream", "shell", "cluster")
+MAY_IMPORT: tuple[str, ...] = ("errors", "cli", "registry", "upstream", "shell", "cluster", "patch")

@@ -1,17 +1,20 @@
 """Doctor's verdicts: one line each, OK / WARN / FAIL, and what to do about it.
 
 The facts come from the probe (versions and locations in the target, the msprobe import), the
-script's run model, `rlpatch verify` (patch state of the trees the target imports) and
-`rlpatch lint` (the script's findings). The last two are asked through the CLI, as commands.
+script's run model, the patch wing's `verify` (patch state of the trees the target imports, asked
+through `rlpatch.patch.api`) and `rlpatch lint` (the script's findings, asked through the CLI as a
+command: its JSON comes from the lint command's own configuration, environment and report handling).
 """
 
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from rlpatch.cli import capture
+from rlpatch.cli import capture, one_line, resource_message
+from rlpatch.errors import RlpatchError
 from rlpatch.upstream.versions import Version
 
 Level = str  # "OK" | "WARN" | "FAIL"
@@ -111,11 +114,12 @@ def patch_verdicts(packages: dict[str, Any], mode: str | None) -> tuple[list[Ver
     if not roots:
         return [Verdict("OK", "patches", "no verl, SGLang or vLLM-Ascend tree imported: nothing to patch")], []
     selected = mode or "consistency"
-    code, out, err = capture(["verify", "--mode", selected, *roots, "--format", "json"])
     try:
-        targets = json.loads(out)["targets"]
-    except (ValueError, KeyError):
-        last = (err.strip().splitlines() or ["no answer"])[-1]
+        targets = verified_trees(selected, packages)
+    except Exception as err:
+        if os.environ.get("RLPATCH_DEBUG") and not isinstance(err, RlpatchError):
+            raise
+        last = (error_line(err).strip().splitlines() or ["no answer"])[-1]
         return [Verdict("WARN", "patches", f"rlpatch verify could not tell the patch state: {last}")], []
     found = []
     for target in targets:
@@ -131,14 +135,41 @@ def patch_verdicts(packages: dict[str, Any], mode: str | None) -> tuple[list[Ver
     return found, targets
 
 
-def root_options(packages: dict[str, Any]) -> list[str]:
-    """`--verl-root R ...` for the trees the target imports (each the folder holding the package)."""
-    found = []
+def verified_trees(mode: str, packages: dict[str, Any]) -> list[dict[str, Any]]:
+    """`rlpatch verify --mode MODE --format json`'s targets for the trees the target imports (recovering
+    an interrupted command in them first, as verify does)."""
+    from rlpatch.patch import api as patch  # brings libcst: only when a tree is there to verify
+
+    roots = tree_roots(packages)
+    selection = patch.select(patch.TargetOptions(mode=mode, verl_root=roots.get("verl"), sglang_root=roots.get("sglang"),
+                                                 vllm_ascend_root=roots.get("vllm_ascend")))
+    targets: list[dict[str, Any]] = patch.verify(selection.targets, selection.rules).payload()["targets"]
+    return targets
+
+
+def error_line(err: Exception) -> str:
+    """The line `rlpatch verify` ends with on stderr when it fails with `err`."""
+    if isinstance(err, RlpatchError):
+        return f"rlpatch: error: {err.message}"
+    if isinstance(err, (RecursionError, MemoryError, OSError)):
+        return f"rlpatch: error: {resource_message(err)}"
+    return (f"rlpatch: internal error: {type(err).__name__}: {one_line(str(err))} "
+            "(set RLPATCH_DEBUG=1 for a traceback)")
+
+
+def tree_roots(packages: dict[str, Any]) -> dict[str, str]:
+    """Package folder -> the root holding it, for the trees the target imports."""
+    found = {}
     for name, module in PATCHED.items():
         location = ((packages.get(name) or {}).get("location") or "").rstrip("/")
         if location.endswith("/" + module):
-            found += [ROOT_OPTION[module], location[: -len(module) - 1]]
+            found[module] = location[: -len(module) - 1]
     return found
+
+
+def root_options(packages: dict[str, Any]) -> list[str]:
+    """`--verl-root R ...` for the trees the target imports (each the folder holding the package)."""
+    return [part for module, root in tree_roots(packages).items() for part in (ROOT_OPTION[module], root)]
 
 
 def lint_verdicts(script: str, mode: str | None, packages: dict[str, Any],

@@ -3,9 +3,13 @@
 Owns what a patch rule is (`rule`: anchors, `Insertion`, `KeywordHoist`, `NewFile`,
 `Gate`), the engine that turns a rule's edits into new file contents, states and reverts
 (`engine`, `edits` with `Wrap`), the crash-safe all-or-nothing writes with their manifest and lock
-(`transaction`), git awareness (`gitinfo`), unified diffs (`difftext`), the command line
-(`cli`) and the facade other wings reach through `rlpatch.registry.patcher()` (`api`: verify in-process). The rules themselves live in `rlpatch.rules` and reach the engine through
-`rlpatch.registry`. It may import the upstream facts (which tree, which version) and nothing of
+(`transaction`), git awareness (`gitinfo`), unified diffs (`difftext`), which rules on which trees
+(`selection`, with the frozen options of `options`), the commands' engine without a command line
+(`commands`: apply, verify, revert, diff, returning typed results) and what verify reports
+(`reporting`). `api` is the wing's door: the command line (`cli`) only turns flags into options,
+calls it and prints; the other wings (doctor; the linter through `rlpatch.registry.patcher()`) use
+it and nothing else of this wing. The rules themselves live in `rlpatch.rules` and reach the engine
+through `rlpatch.registry`. It may import the upstream facts (which tree, which version) and nothing of
 the linter or the front end. `--ray ADDRESS` on apply/verify/status/revert hands over to the
 cluster wing (its options, and a lazy import of its driver only with `--ray`), which runs the same
 command on every node through the CLI and never imports this wing.
