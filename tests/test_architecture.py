@@ -60,9 +60,16 @@ def _rlpatch_imports(path: Path) -> list[tuple[int, str]]:
             if module == "rlpatch":  # `from rlpatch import registry` names a part; `__version__` does not
                 found += [(node.lineno, f"rlpatch.{alias.name}" if _is_part(alias.name) else "rlpatch")
                           for alias in node.names]
-            else:
-                found.append((node.lineno, module))
+            else:  # `from rlpatch.patch import api` imports the module rlpatch.patch.api
+                found += [(node.lineno, _submodule(module, alias.name)) for alias in node.names]
     return found
+
+
+def _submodule(package: str, name: str) -> str:
+    """`package.name` when `name` is a module of that package, else the package itself."""
+    folder = PACKAGE.joinpath(*package.split(".")[1:])
+    is_module = folder.is_dir() and ((folder / f"{name}.py").exists() or (folder / name / "__init__.py").exists())
+    return f"{package}.{name}" if is_module else package
 
 
 def _is_part(name: str) -> bool:
@@ -100,6 +107,34 @@ def test_imports_follow_the_declared_direction(wing: str) -> None:
             if part not in allowed:
                 bad.append(f"{path.relative_to(ROOT)}:{line} imports {module} ({wing} may import {sorted(allowed)})")
     assert not bad, "\n".join(bad)
+
+
+WING_DOOR = "api"  # the one module of a wing other wings may import (Ray's public modules vs _private)
+
+
+@pytest.mark.parametrize("wing", [w.name for w in _wings()])
+def test_other_wings_are_reached_only_through_their_api(wing: str) -> None:
+    """A wing imports another wing's `api` module and nothing else of it: the typed door is the
+    seam, so a wing's inside can change without the others noticing."""
+    others = {w.name for w in _wings()} - {wing}
+    bad = []
+    for path in sorted((PACKAGE / wing).rglob("*.py")):
+        for line, module in _rlpatch_imports(path):
+            parts = module.split(".")
+            if _part(module) in others and parts[2:] != [WING_DOOR]:
+                bad.append(f"{path.relative_to(ROOT)}:{line} imports {module}; use rlpatch.{parts[1]}.{WING_DOOR}")
+    assert not bad, "\n".join(bad)
+
+
+def test_every_wing_others_import_has_a_documented_api() -> None:
+    used = {_part(module) for w in _wings() for path in (PACKAGE / w.name).rglob("*.py")
+            for _, module in _rlpatch_imports(path) if _part(module) != w.name}
+    for wing in sorted(used & {w.name for w in _wings()}):
+        tree = ast.parse((PACKAGE / wing / f"{WING_DOOR}.py").read_text(encoding="utf-8"))
+        assert ast.get_docstring(tree), f"{wing}/{WING_DOOR}.py needs a docstring saying what it offers"
+        names = [n for n in tree.body if isinstance(n, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__all__" for t in n.targets)]
+        assert names, f"{wing}/{WING_DOOR}.py must declare __all__"
 
 
 def test_wing_dependencies_have_no_cycle() -> None:

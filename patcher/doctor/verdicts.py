@@ -15,7 +15,7 @@ from typing import Any
 
 from rlpatch.cli import capture, one_line, resource_message
 from rlpatch.errors import RlpatchError
-from rlpatch.upstream.versions import Version
+from rlpatch.upstream.api import Version
 
 Level = str  # "OK" | "WARN" | "FAIL"
 # The packages the patch commands act on (distribution -> package folder), and their root options.

@@ -7,8 +7,8 @@ Owns what a patch rule is (`rule`: anchors, `Insertion`, `KeywordHoist`, `NewFil
 (`selection`, with the frozen options of `options`), the commands' engine without a command line
 (`commands`: apply, verify, revert, diff, returning typed results) and what verify reports
 (`reporting`). `api` is the wing's door: the command line (`cli`) only turns flags into options,
-calls it and prints; the other wings (doctor; the linter through `rlpatch.registry.patcher()`) use
-it and nothing else of this wing. The rules themselves live in `rlpatch.rules` and reach the engine
+calls it and prints; the other wings (doctor; the linter's RL605/RL607, importing it lazily so that a plain lint never
+loads libcst) use it and nothing else of this wing. The rules themselves live in `rlpatch.rules` and reach the engine
 through `rlpatch.registry`. It may import the upstream facts (which tree, which version) and nothing of
 the linter or the front end. `--ray ADDRESS` on apply/verify/status/revert hands over to the
 cluster wing (its options, and a lazy import of its driver only with `--ray`), which runs the same

@@ -1,7 +1,7 @@
 """The patch wing's typed door: what the command line and the other wings call.
 
 The command line (`cli`) turns its flags into one frozen options object, calls these and prints
-the result; the linter (RL605/RL607, through `rlpatch.registry.patcher()`) and doctor ask for a
+the result; the linter (RL605/RL607, imported lazily: a plain lint never loads libcst) and doctor ask for a
 patch state here instead of running a command.
 
 - `select(TargetOptions)`: the selected rules and the trees they act on (`Selection`).

@@ -20,8 +20,7 @@ from rlpatch.errors import EXIT_OK, EXIT_REFUSED, InputError
 from rlpatch.patch import api
 from rlpatch.patch.engine import RuleReport, set_state
 from rlpatch.patch.rule import PatchRule, Target
-from rlpatch.upstream import trainers as verl_trainers
-from rlpatch.upstream.targets import OPTION_OF
+from rlpatch.upstream.api import ALL_TRAINERS, OPTION_OF, describe_coverage
 
 # ---------------------------------------------------------------------------------------------
 # Options shared by every patch command
@@ -87,11 +86,11 @@ def print_reports(reports: Sequence[RuleReport], targets: Sequence[Target], outp
         click.echo(f"  set: {state}" + (f"; not applied: {', '.join(not_applied)}" if not_applied else ""))
         if target.package == "verl" and any(report.target is target for report in reports):
             own = [report for report in reports if report.target is target]
-            click.echo(f"  trainers: {verl_trainers.describe(api.coverage(own), target.version)}")
+            click.echo(f"  trainers: {describe_coverage(api.coverage(own), target.version)}")
 
 
 def _runs_under(rule: PatchRule) -> str:
-    if rule.trainers == verl_trainers.ALL_TRAINERS:
+    if rule.trainers == ALL_TRAINERS:
         return "[every trainer]"
     short = {"v0": "RayPPOTrainer", "v1": "v1 PPOTrainer", "fully-async": "FullyAsync"}
     return "[" + ", ".join(short.get(t, t) for t in sorted(rule.trainers, reverse=True)) + "]" if rule.trainers else ""
@@ -220,28 +219,6 @@ def diff_cmd(**options: Any) -> int:
     for change in result.changes:
         sys.stdout.write(unified_diff(change.relative, change.before, change.after))
     return EXIT_OK
-
-
-def patch_rule_documentation(rule_id: str) -> str | None:
-    """A patch rule's documentation: its module docstring (why, what), versions, files, and the
-    shapes it patches (good) and refuses (bad) from its own cases; None for an unknown id."""
-    import textwrap
-
-    rule = next((rule for rule in registry.patch_rules() if rule.id == rule_id), None)
-    if rule is None:
-        return None
-    module = sys.modules[type(rule).__module__]
-    parts = [
-        f"{rule.id} ({rule.package}; {', '.join(sorted(rule.modes))}): {rule.summary()}",
-        textwrap.dedent(module.__doc__ or "").strip(),
-        f"Versions: {rule.versions}",
-        f"Runs under: {rule.trainer or 'not stated'}",
-        "Files:\n" + "\n".join(f"    {path}" for path in rule.files),
-    ]
-    for title, cases in (("Good (patched)", getattr(module, "VALID", [])), ("Bad (refused: drifted anchor)", getattr(module, "INVALID", []))):
-        if cases:
-            parts.append(f"{title}:\n\n" + textwrap.indent(textwrap.dedent(cases[0]).strip("\n"), "    "))
-    return "\n\n".join(parts) + "\n"
 
 
 @click.command("rules")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from rlpatch.upstream.targets import Package
+from rlpatch.upstream.api import Package
 
 Say = Callable[[str], None]
 

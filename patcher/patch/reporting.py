@@ -7,7 +7,7 @@ from typing import Any, Sequence
 
 from rlpatch.patch.engine import RuleReport, set_state
 from rlpatch.patch.rule import PatchRule, Target
-from rlpatch.upstream import trainers as verl_trainers
+from rlpatch.upstream.api import TrainerCoverage, trainer_coverage
 
 
 def payload(reports: Sequence[RuleReport], targets: Sequence[Target], rules: Sequence[PatchRule]) -> dict[str, Any]:
@@ -31,10 +31,10 @@ def payload(reports: Sequence[RuleReport], targets: Sequence[Target], rules: Seq
     return {"targets": entries, "unchecked": unchecked_packages(rules, targets)}
 
 
-def coverage(own: Sequence[RuleReport]) -> dict[str, verl_trainers.Coverage]:
+def coverage(own: Sequence[RuleReport]) -> dict[str, TrainerCoverage]:
     """Which verl trainers the rules in place on one tree cover."""
     states = [{"id": r.rule.id, "state": r.state, "trainers": sorted(r.rule.trainers)} for r in own]
-    return verl_trainers.coverage(states, own[0].target.version if own else None)
+    return trainer_coverage(states, own[0].target.version if own else None)
 
 
 def unchecked_packages(rules: Sequence[PatchRule], targets: Sequence[Target]) -> list[dict[str, Any]]:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, ClassVar, Literal, Sequence, Union
 import libcst as cst
 from libcst import matchers as m
 
-from rlpatch.upstream.targets import Package, Target
+from rlpatch.upstream.api import Package, Target
 
 if TYPE_CHECKING:  # edits imports this module
     from rlpatch.patch.edits import Edit

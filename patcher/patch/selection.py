@@ -9,7 +9,7 @@ from rlpatch import registry
 from rlpatch.errors import InputError
 from rlpatch.patch.options import Say, TargetOptions, silent
 from rlpatch.patch.rule import PatchRule, Target
-from rlpatch.upstream.targets import OPTION_OF, Package, imported_target, target_for_root
+from rlpatch.upstream.api import OPTION_OF, Package, imported_target, target_for_root
 
 EVERY_PACKAGE: tuple[Package, ...] = ("verl", "sglang", "vllm_ascend")
 
