@@ -17,7 +17,7 @@ from typing import Any
 import click
 
 from rlpatch import __version__
-from rlpatch.errors import EXIT_USAGE, InputError, RlpatchError
+from rlpatch.errors import EXIT_USAGE, RlpatchError
 
 # command name -> (module, attribute, one-line help shown by `rlpatch --help`)
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -31,7 +31,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "detect": ("rlpatch.lint.cli", "detect_cmd", "Show what a launch script will run: mode, backends, sizes, env."),
     "dumps": ("rlpatch.dumps.cli", "dumps_group", "After the run: check the dumps, pair training with inference, compare."),
     "gen": ("rlpatch.gen.cli", "gen_cmd", "Write the msprobe collection script and configs for a training script."),
-    "rule": ("rlpatch.cli", "rule_cmd", "Lint rules (RLxxx), or any rule's page; patch rules: `rules`."),
+    "rule": ("rlpatch.lint.cli", "rule_cmd", "Lint rules (RLxxx), or any rule's page; patch rules: `rules`."),
     "doctor": ("rlpatch.doctor.cli", "doctor_cmd", "Check the Python that really runs verl: msprobe, versions, patches."),
 }
 
@@ -133,41 +133,6 @@ def capture(argv: list[str]) -> tuple[int, str, str]:
         except SystemExit as exit_:
             code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
     return code, out.getvalue(), err.getvalue()
-
-
-@click.command("rule")
-@click.argument("code", required=False)
-def rule_cmd(code: str | None) -> int:
-    """Without CODE, list the LINT rules (RLxxx: what `rlpatch lint` checks in launch scripts). With CODE,
-    show that rule's page: what it does, why, example, use instead, how to silence, options, references.
-
-    CODE may also be a patch rule id (listed by `rlpatch rules`): its page says what it patches,
-    versions, trainer, how to revert.
-    """
-    # The one command that documents both rule families, so it lives with the entry point; the pages
-    # are the linter's (rlpatch.lint.docs), which imports the patch rules (libcst) only for a patch rule id.
-    from rlpatch.lint.docs import page_for, render_text
-    from rlpatch.lint.engine import rule_classes
-    from rlpatch.lint.rule import SEVERITY_LETTER
-
-    if code is None:
-        for cls in rule_classes():
-            click.echo(f"{cls.code} {SEVERITY_LETTER[cls.severity]}  {cls.summary}")
-        click.echo("Patch rules: `rlpatch rules` lists them, `rlpatch rule ID` documents one.", err=True)
-        return 0
-    page = page_for(code)
-    if page is None:
-        raise InputError(f"unknown rule code: {code} (see `rlpatch rule` and `rlpatch rules` for the lists)")
-    click.echo(render_text(page, _docs_base()), nl=False)
-    return 0
-
-
-def _docs_base() -> str | None:
-    """`docs-url` of `[tool.rlpatch]` in the pyproject.toml nearest the current directory."""
-    from rlpatch.lint.config import find_config
-
-    value = find_config(os.getcwd())[1].get("docs_url")
-    return value if isinstance(value, str) else None
 
 
 if __name__ == "__main__":

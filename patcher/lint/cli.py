@@ -1,36 +1,31 @@
 """`rlpatch lint`, `rlpatch detect` and `rlpatch rule`: the launch-script linter's commands.
 
-Imports stay light on purpose (click, tree-sitter, the lint engine): `rlpatch lint` is a
-pre-commit hook and must start fast; it never imports libcst or a patch rule.
+Each callback only turns its options into one immutable command object and calls the linter
+(`rlpatch.lint.commands`), then prints what came back. Imports stay light on purpose (click, the
+lint configuration): `rlpatch lint` is a pre-commit hook and must start fast; it never imports
+libcst or a patch rule.
 """
 
 from __future__ import annotations
 
-import io
-import os
-import sys
 from typing import Any
 
 import click
 
-from rlpatch.errors import InputError
-from rlpatch.lint.config import find_config
-from rlpatch.lint.options import ExtraArgsCommand, build_options, split_list
-from rlpatch.lint.rule import LintOptions
+from rlpatch.lint.commands import (
+    DetectCommand,
+    LintCommand,
+    rule_listing,
+    rule_page,
+    run_detect,
+    run_lint,
+    write_report,
+)
+from rlpatch.lint.options import ExtraArgsCommand, ScriptOptions
 from rlpatch.shell.api import MODES
 
-FAIL_ON = {"E": "error", "W": "warning", "I": "info", "ERROR": "error", "WARNING": "warning", "INFO": "info"}
-
-
-def read_stdin() -> bytes:
-    """`-`: standard input, bounded like a script file (a closed stdin or an endless stream is an
-    InputError, not a hang or an exhausted memory)."""
-    from rlpatch.shell.api import MAX_SCRIPT_BYTES, read_stream
-
-    stream = sys.stdin.buffer if sys.stdin is not None else None
-    return read_stream(stream, "-", MAX_SCRIPT_BYTES)
-
-
+# The options that say how the scripts will run (`_common`'s, and lint's --allow-level).
+SCRIPT_OPTIONS = tuple(name for name in ScriptOptions._fields if name != "extra")
 ROLLOUT_ROOTS = ("--sglang-root", "--vllm-ascend-root")
 
 
@@ -59,33 +54,9 @@ def _common(function, rollout_roots: bool = True):
     return function
 
 
-def _selection(select: tuple[str, ...], ignore: tuple[str, ...], table: dict[str, Any]) -> tuple[list[str] | None, list[str]]:
-    """(select, ignore) layered like ruff: a command-line --select starts over (the table's select
-    and ignore no longer apply); without one, the table's selection stands and --ignore adds to it."""
-    cli_select, cli_ignore = split_list(select), split_list(ignore) or []
-    if cli_select:
-        return cli_select, cli_ignore
-    return split_list(table.get("select")), (split_list(table.get("ignore")) or []) + cli_ignore
-
-
-def _groups(files: tuple[str, ...], no_config: bool) -> list[tuple[dict[str, Any], list[str]]]:
-    """Files grouped by the [tool.rlpatch] table that applies to them (in command-line order)."""
-    groups: dict[str | None, tuple[dict[str, Any], list[str]]] = {}
-    for path in files:
-        key: str | None
-        table: dict[str, Any]
-        if no_config:
-            key, table = None, {}
-        else:
-            directory = os.getcwd() if path == "-" else os.path.dirname(os.path.abspath(path))
-            key, table = find_config(directory)
-        groups.setdefault(key, (table, []))[1].append(path)
-    return list(groups.values())
-
-
 @click.command("lint", cls=ExtraArgsCommand)
 @click.argument("files", nargs=-1)
-@click.option("--format", "fmt", type=click.Choice(["concise", "full", "json", "github", "sarif"]), default="concise",
+@click.option("--format", "output_format", type=click.Choice(["concise", "full", "json", "github", "sarif"]), default="concise",
               show_default=True)
 @click.option("--select", multiple=True, help="Rule codes or prefixes to run (comma separated; default ALL).")
 @click.option("--ignore", multiple=True, help="Rule codes or prefixes to skip.")
@@ -110,173 +81,56 @@ def _groups(files: tuple[str, ...], no_config: bool) -> list[tuple[dict[str, Any
                    "in-process for a few small files; 1 = in-process).")
 @_common
 @click.pass_context
-def lint_cmd(ctx: click.Context, files: tuple[str, ...], fmt: str, select, ignore, fail_on, severity, statistics,
-             output_file, show_settings, color, exit_zero, allow_level, skip_non_verl, jobs, mode, env, use_env, verl_root,
-             verl_version, config_root, python, sglang_root, vllm_ascend_root, no_config) -> int:
+def lint_cmd(ctx: click.Context, files: tuple[str, ...], **values: Any) -> int:
     """Lint verl launch scripts (FILES, or - for stdin) without running them.
 
     A directory is linted recursively (its *.sh files; hidden folders, node_modules, __pycache__ and
     virtualenvs skipped); without FILES, the current directory. Extra Hydra overrides after `--` are
     passed to the script as "$@".
     """
-    from rlpatch.lint.engine import FileResult, LintTask, default_jobs, exit_code, lint_paths, select_rules
-    from rlpatch.lint.report import REPORTERS, keep_severity, report_concise, report_full, report_statistics, use_color
-    from rlpatch.lint.scope import check_output_file, expand_paths
-
-    files = tuple(expand_paths(files or (".",)))
-    if output_file is not None:
-        check_output_file(output_file, files)
-    if statistics and fmt not in ("concise", "full", "json"):
-        raise InputError(f"--statistics: a count per rule is printed as text or json, not --format {fmt}")
-    if not files and not show_settings:  # as ruff: a warning, not an error (an empty tree is clean)
-        click.echo("rlpatch lint: warning: no *.sh files found", err=True)
-    extra = ctx.meta.get("rlpatch.extra", [])
-    cli = dict(mode=mode, env=env, use_env=use_env, verl_root=verl_root, verl_version=verl_version,
-               allow_level=allow_level, config_root=config_root, python=python, sglang_root=sglang_root,
-               vllm_ascend_root=vllm_ascend_root)
-    if show_settings:
-        text = settings_text(files, no_config, cli, extra, select, ignore, fail_on, exit_zero, severity)
-        _write(text, output_file)
-        return 0
-    stdin, stdin_error = None, None
-    if "-" in files:
-        try:
-            stdin = read_stdin()
-        except InputError as err:  # one input of several: reported like an unreadable file
-            stdin_error = err.message
-    tasks: list[LintTask] = []
-    fail = FAIL_ON[fail_on.upper()] if fail_on else None
-    zero = exit_zero
-    for table, paths in _groups(files, no_config):
-        options = build_options(cli, table, extra)
-        rules = select_rules(*_selection(select, ignore, table))
-        fail = fail or FAIL_ON[str(table.get("fail_on", "E")).upper()]
-        zero = zero or bool(table.get("exit_zero"))
-        tasks.extend((path, options, rules) for path in paths if not (path == "-" and stdin_error))
-    results = lint_paths(tasks, stdin, jobs or default_jobs(tasks, stdin))
-    if skip_non_verl:
-        from rlpatch.lint.scope import skip_non_verl as drop_non_verl
-
-        results = drop_non_verl(results, stdin)
-    if stdin_error:
-        results.append(FileResult("-", error=stdin_error))
-    if severity:
-        results = keep_severity(results, severity.lower())
-    for result in results:
-        if result.error:
-            click.echo(f"rlpatch: error: {result.error}", err=True)
-    order = {path: index for index, path in enumerate(files)}
-    results.sort(key=lambda r: order.get(r.path, 0))
-    # One write: reporters write piecewise, and each write through click's stream wrapper costs.
-    report = io.StringIO()
-    if statistics:
-        report_statistics(results, report, fmt == "json")
-    elif fmt in ("concise", "full"):
-        text_reporter = report_concise if fmt == "concise" else report_full
-        text_reporter(results, report, use_color(color, output_file is None and sys.stdout.isatty()))
-    else:
-        REPORTERS[fmt](results, report)
-    _write(report.getvalue(), output_file)
-    return exit_code(results, fail or "error", zero)
-
-
-def _version_of_python(options: LintOptions) -> None:
-    """`detect --python`: the run is described for the verl that interpreter imports."""
-    from rlpatch.lint.versions_family import installed
-
-    found = installed(options, "verl")
-    if found.version is None:
-        raise InputError(f"--python {options.extra['python']}: no verl installed for that interpreter")
-    options.verl_version = found.version
-
-
-def _write(text: str, output_file: str | None) -> None:
-    if output_file is None:
-        sys.stdout.write(text)
-        return
-    try:
-        with open(output_file, "w", encoding="utf-8") as handle:
-            handle.write(text)
-    except OSError as err:
-        raise InputError(f"--output-file {output_file}: {err.strerror or err}") from None
-
-
-def settings_text(files: tuple[str, ...], no_config: bool, cli: dict[str, Any], extra: list[str],
-                  select: tuple[str, ...], ignore: tuple[str, ...], fail_on: str | None, exit_zero: bool,
-                  severity: str | None) -> str:
-    """`--show-settings`: the settings each group of files is linted with (one block per config file)."""
-    groups = _groups(files, no_config) if files else [_cwd_group(no_config)]
-    blocks = []
-    for table, paths in groups:
-        options = build_options(cli, table, extra)
-        chosen, skipped = _selection(select, ignore, table)
-        fail = FAIL_ON[fail_on.upper()] if fail_on else FAIL_ON[str(table.get("fail_on", "E")).upper()]
-        config = "none (--no-config)" if no_config else (table.get("__path__") or _config_path(paths))
-        lines = [
-            ("config file", config),
-            ("files", str(len(paths))),
-            ("select", ",".join(chosen or ["ALL"])),
-            ("ignore", ",".join(skipped) or "(none)"),
-            ("fail-on", fail),
-            ("exit-zero", str(exit_zero or bool(table.get("exit_zero"))).lower()),
-            ("severity", (severity or "info").lower()),
-            ("mode", options.mode or "detected from each script"),
-            ("verl version", str(options.verl_version) + ("" if options.verl_root or cli.get("verl_version")
-                                                         or table.get("verl_version") else " (newest release)")),
-            ("verl root", options.verl_root or "(none)"),
-            ("python", options.extra.get("python") or "(none)"),
-            ("sglang root", options.extra.get("sglang_root") or "(none)"),
-            ("vllm-ascend root", options.extra.get("vllm_ascend_root") or "(none)"),
-            ("config root", options.config_root or "(none)"),
-            ("allow-level", ",".join(sorted(options.allow_level)) or "(none)"),
-            ("env", (" ".join(f"{key}={value}" for key, value in sorted(options.env.items())) or "(none)")
-             if not cli.get("use_env") else f"this process's environment ({len(options.env)} variables)"),
-            ("extra overrides", " ".join(extra) or "(none)"),
-        ]
-        blocks.append("".join(f"{key}: {value}\n" for key, value in lines))
-    return "\n".join(blocks)
-
-
-def _cwd_group(no_config: bool) -> tuple[dict[str, Any], list[str]]:
-    return ({} if no_config else find_config(os.getcwd())[1]), []
-
-
-def _config_path(paths: list[str]) -> str:
-    path = paths[0] if paths else "-"
-    directory = os.getcwd() if path == "-" else os.path.dirname(os.path.abspath(path))
-    return find_config(directory)[0] or "none"
+    script = _script_options(ctx, values)
+    command = LintCommand(files=files, script=script, **values)
+    outcome = run_lint(command)
+    for warning in outcome.warnings:
+        click.echo(f"rlpatch lint: warning: {warning}", err=True)
+    for error in outcome.errors:
+        click.echo(f"rlpatch: error: {error}", err=True)
+    write_report(outcome.report, command.output_file)
+    return outcome.exit_code
 
 
 @click.command("detect", cls=ExtraArgsCommand)
 @click.argument("files", nargs=-1, required=True)
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @lambda function: _common(function, rollout_roots=False)
 @click.pass_context
-def detect_cmd(ctx: click.Context, files: tuple[str, ...], fmt: str, mode, env, use_env, verl_root, verl_version,
-               config_root, python, no_config) -> int:
+def detect_cmd(ctx: click.Context, files: tuple[str, ...], **values: Any) -> int:
     """Print what each launch script will run: mode, backends, world size, sizes, env, unknowns."""
-    import json
+    outcome = run_detect(DetectCommand(files=files, script=_script_options(ctx, values), **values))
+    click.echo(outcome.report, nl=False)
+    return outcome.exit_code
 
-    from rlpatch.lint.detect import describe_file, render_text
 
-    extra = ctx.meta.get("rlpatch.extra", [])
-    stdin = read_stdin() if "-" in files else None
-    cli = dict(mode=mode, env=env, use_env=use_env, verl_root=verl_root, verl_version=verl_version,
-               config_root=config_root, python=python)
-    objects, failed = [], False
-    for table, paths in _groups(files, no_config):
-        options = build_options(cli, table, extra)
-        if options.extra.get("python") and not options.verl_root and not verl_version:
-            _version_of_python(options)
-        for path in paths:
-            described = describe_file(path, options, stdin)
-            if described is None:
-                failed = True
-                continue
-            objects.append(described)
-    if fmt == "json":
-        click.echo(json.dumps(objects[0] if len(files) == 1 and objects else objects, indent=2))
-    else:
-        for obj in objects:
-            click.echo(render_text(obj))
-    return 2 if failed else 0
+def _script_options(ctx: click.Context, values: dict[str, Any]) -> ScriptOptions:
+    """The options `_common` adds, taken out of `values`, with the extra overrides after `--`."""
+    given = {name: values.pop(name) for name in SCRIPT_OPTIONS if name in values}
+    return ScriptOptions(**given, extra=tuple(ctx.meta.get("rlpatch.extra", [])))
+
+
+@click.command("rule")
+@click.argument("code", required=False)
+def rule_cmd(code: str | None) -> int:
+    """Without CODE, list the LINT rules (RLxxx: what `rlpatch lint` checks in launch scripts). With CODE,
+    show that rule's page: what it does, why, example, use instead, how to silence, options, references.
+
+    CODE may also be a patch rule id (listed by `rlpatch rules`): its page says what it patches,
+    versions, trainer, how to revert.
+    """
+    # The one command that documents both rule families; the pages are the linter's, which imports
+    # the patch rules (libcst) only for a patch rule id.
+    if code is None:
+        click.echo(rule_listing(), nl=False)
+        click.echo("Patch rules: `rlpatch rules` lists them, `rlpatch rule ID` documents one.", err=True)
+        return 0
+    click.echo(rule_page(code), nl=False)
+    return 0

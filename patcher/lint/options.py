@@ -1,5 +1,6 @@
 """What `rlpatch lint` and its facade share: the command class that keeps `-- extra overrides`
-aside, and the one way to build `LintOptions` from command-line values over `[tool.rlpatch]`.
+aside, what the command line says about how the scripts will run (`ScriptOptions`), and the one
+way to build `LintOptions` from command-line values over `[tool.rlpatch]`.
 
 Neither the CLI (`rlpatch.lint.cli`) nor the facade (`rlpatch.lint.api`, used by `rlpatch gen`)
 owns these: both import them from here, so the linter's core never depends on its command line.
@@ -8,7 +9,7 @@ owns these: both import them from here, so the linter's core never depends on it
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, NamedTuple
 
 import click
 
@@ -27,6 +28,35 @@ class ExtraArgsCommand(click.Command):
             ctx.meta["rlpatch.extra"] = args[index + 1:]
             args = args[:index]
         return super().parse_args(ctx, args)
+
+
+class ScriptOptions(NamedTuple):
+    """How the scripts will run, as the command line of `lint` or `detect` says: each value, when
+    given, wins over `[tool.rlpatch]` (`options_for`); `extra` are the Hydra overrides after `--`.
+    A NamedTuple (immutable) rather than a frozen dataclass: cheaper to create at each cold start."""
+
+    mode: str | None = None
+    env: tuple[str, ...] = ()
+    use_env: bool = False
+    verl_root: str | None = None
+    verl_version: str | None = None
+    config_root: str | None = None
+    python: str | None = None
+    sglang_root: str | None = None
+    vllm_ascend_root: str | None = None
+    allow_level: tuple[str, ...] = ()
+    extra: tuple[str, ...] = ()
+
+    def command_line(self) -> dict[str, Any]:
+        """The values as `build_options` reads them (the extra overrides apart)."""
+        values = self._asdict()
+        del values["extra"]
+        return values
+
+
+def options_for(script: ScriptOptions, table: dict[str, Any]) -> LintOptions:
+    """`LintOptions` for the files one `[tool.rlpatch]` table (`{}`: none) applies to."""
+    return build_options(script.command_line(), table, list(script.extra))
 
 
 def split_list(values: tuple[str, ...] | list[str] | str | None) -> list[str] | None:
