@@ -8,33 +8,14 @@ runs (`<target> -m pip install mindstudio-probe`, never the `pip` on PATH) and t
 from __future__ import annotations
 
 import json
-import subprocess
 from typing import Any
 
 import click
 
 from rlpatch.cluster.api import ray_options
-from rlpatch.doctor import probe
-from rlpatch.doctor.target import (
-    ScriptFacts,
-    absent_launcher,
-    current_interpreter,
-    env_option,
-    python_option,
-    read_script,
-)
-from rlpatch.doctor.verdicts import (
-    RunFacts,
-    Verdict,
-    import_verdicts,
-    lint_verdicts,
-    msprobe_verdicts,
-    patch_verdicts,
-    version_verdicts,
-)
-from rlpatch.errors import EXIT_OK, EXIT_REFUSED, InputError
-
-STAGE2_TIMEOUT_S = 120.0
+from rlpatch.doctor.examine import STAGE2_TIMEOUT_S, DoctorOptions, examine, install, render_text
+from rlpatch.doctor.target import read_script
+from rlpatch.errors import InputError
 
 
 @click.command("doctor")
@@ -64,169 +45,18 @@ def doctor_cmd(**options: Any) -> int:
         from rlpatch.cluster.api import run_on_cluster  # imports ray when called: only with --ray
 
         return run_on_cluster(click.get_current_context())
-    given_env = env_option(options.get("env") or ())
-    if given_env and not options.get("script"):
+    told = DoctorOptions(python=options["python"], script=options["script"], mode=options["mode"],
+                         env=tuple(options["env"] or ()), install=options["install"], timeout=options["timeout"],
+                         isolated=options["isolated"], output_format=options["output_format"])
+    given_env = told.env_values()
+    if given_env and not told.script:
         raise InputError("--env: give --script too (it sets the environment the script starts with)")
-    script = read_script(options["script"], given_env) if options.get("script") else None
-    report = examine(options, script)
-    if options["install"]:
-        report = install(options, script, report)
-    if options["output_format"] == "json":
+    script = read_script(told.script, given_env) if told.script else None
+    report = examine(told, script)
+    if told.install:
+        report = install(told, script, report, lambda message: click.echo(message, err=True))
+    if told.output_format == "json":
         click.echo(json.dumps(report, indent=2))
     else:
         click.echo(render_text(report), nl=False)
-    return report["exit_code"]
-
-
-def target_of(options: dict[str, Any], script: ScriptFacts | None) -> probe.Interpreter:
-    if options.get("isolated"):  # the named interpreter only: no launcher, working directory or env of the script
-        return python_option(options["python"], None, {}) if options.get("python") else current_interpreter()
-    if options.get("python"):
-        cwd = script.driver.cwd if script else None
-        return python_option(options["python"], cwd, dict(script.driver.env) if script else {})
-    if script is not None:
-        return script.workers or script.driver
-    return current_interpreter()
-
-
-def run_facts(options: dict[str, Any], script: ScriptFacts | None) -> RunFacts:
-    if script is None:
-        return RunFacts(mode=options.get("mode"))
-    run = script.run
-    legacy = run.setting("trainer.use_legacy_worker_impl")
-    detected = run.mode if run.mode != "none" else None
-    return RunFacts(mode=options.get("mode") or detected, megatron=run.megatron,
-                    legacy_worker=legacy.value if legacy.is_set else None, rollout=run.rollout_backend, script=script.path)
-
-
-def examine(options: dict[str, Any], script: ScriptFacts | None) -> dict[str, Any]:
-    """Probe the target (two stages) and turn what it says into verdicts."""
-    target = target_of(options, script)
-    # The script's own launcher is the target (no --python, not --isolated).
-    from_script = script if script is not None and not options.get("python") and not options.get("isolated") else None
-    if from_script is not None and (absent := absent_launcher(target)):
-        return unreachable(options, from_script, target, absent)
-    deadline = probe.Deadline(options["timeout"])
-    found = probe.environment(target, deadline)
-    packages = found["packages"]
-    if (packages.get("mindstudio-probe") or {}).get("location"):
-        imported = probe.msprobe_import(target, deadline)
-    else:
-        imported = {"ok": False, "cause": "msprobe", "error": "No module named 'msprobe'", "missing": "msprobe"}
-    facts = run_facts(options, script)
-    verdicts: list[Verdict] = msprobe_verdicts(packages, imported, target.display)
-    verdicts += import_verdicts(packages, facts, target.display)
-    verdicts += version_verdicts(packages, facts)
-    verdicts += shadow_verdicts(packages)
-    if from_script is not None:
-        verdicts += driver_verdicts(from_script, found, deadline)
-    patched, trees = patch_verdicts(packages, facts.mode)
-    verdicts += patched
-    findings: list[dict[str, Any]] = []
-    if script is not None:
-        linted, findings = lint_verdicts(script.path, options.get("mode"), packages, env_option(options.get("env") or ()))
-        verdicts += linted
-    failed = any(verdict.level == "FAIL" for verdict in verdicts)
-    return {
-        "interpreter": {"argv": list(target.argv), "chosen_by": target.chosen_by, "executable": found["executable"],
-                        "python": found["python"], "prefix": found["prefix"], "cwd": found["cwd"]},
-        "mode": facts.mode,
-        "packages": packages,
-        "msprobe_import": imported,
-        "verdicts": [verdict.as_json() for verdict in verdicts],
-        "trees": trees,
-        "lint": findings,
-        "exit_code": EXIT_REFUSED if failed else EXIT_OK,
-    }
-
-
-def shadow_verdicts(packages: dict[str, Any]) -> list[Verdict]:
-    """A source tree first on sys.path (e.g. a `verl/` folder in the working directory) hides the installed one."""
-    found = []
-    for name, package in packages.items():
-        installed, version = package.get("installed_version"), package.get("version")
-        if package.get("location") and installed and package.get("version_from") != "metadata" and installed != version:
-            found.append(Verdict("WARN", "shadowed", f"{name} {version or '?'} is imported from {package['location']}, "
-                                 f"not the installed {name} {installed}: a tree first on sys.path wins (check PYTHONPATH "
-                                 "and the working directory)"))
-    return found
-
-
-def unreachable(options: dict[str, Any], script: ScriptFacts, target: probe.Interpreter, absent: str) -> dict[str, Any]:
-    """The script's launcher is not on this machine (`uv` on the path the script takes): a FAIL, with
-    how to check another path of the script; the lint verdicts still come."""
-    verdicts = [Verdict("FAIL", "launcher", f"{target.chosen_by} starts `{target.display}`, but this machine has no "
-                        f"{absent}: the script cannot run here on this path; choose the path that runs here with "
-                        "--env NAME=VALUE (the variables its `if` tests), or name the interpreter with --python")]
-    linted, findings = lint_verdicts(script.path, options.get("mode"), {}, env_option(options.get("env") or ()))
-    verdicts += linted
-    facts = run_facts(options, script)
-    return {
-        "interpreter": {"argv": list(target.argv), "chosen_by": target.chosen_by, "executable": None, "python": None,
-                        "prefix": None, "cwd": target.cwd},
-        "mode": facts.mode, "packages": {}, "verdicts": [verdict.as_json() for verdict in verdicts], "trees": [],
-        "msprobe_import": {"ok": False, "cause": "launcher", "error": f"{absent}: not found", "missing": None},
-        "lint": findings, "exit_code": EXIT_REFUSED,
-    }
-
-
-def driver_verdicts(script: ScriptFacts, workers_found: dict[str, Any], deadline: probe.Deadline) -> list[Verdict]:
-    """verl >= 0.9.1 starts its Ray workers with `py_executable`: say when it is not the driver's Python."""
-    if script.workers is None:
-        if script.workers_null_at is None:
-            return []
-        return [Verdict("OK", "workers-python", f"{script.workers_null_at}: py_executable=null, so the Ray workers run "
-                        f"Ray's default, the driver's Python {workers_found['executable']}")]
-    chosen_by = script.workers.chosen_by
-    if absent := absent_launcher(script.driver):
-        return [Verdict("FAIL", "launcher", f"{script.driver.chosen_by} starts `{script.driver.display}`, but this machine "
-                        f"has no {absent}: choose the path that runs here with --env NAME=VALUE, or use --python")]
-    driver = probe.environment(script.driver, deadline)
-    # A venv's python is a symlink to its base interpreter: its sys.prefix, not the file, tells them apart.
-    if (driver["prefix"], driver["executable"]) == (workers_found["prefix"], workers_found["executable"]):
-        return [Verdict("OK", "workers-python", f"the Ray workers ({chosen_by}) run the driver's Python {driver['executable']}")]
-    return [Verdict("WARN", "workers-python", f"the Ray workers run {workers_found['executable']} ({chosen_by}), the "
-                    f"driver runs {driver['executable']}: doctor checked the workers' Python, where msprobe dumps")]
-
-
-def install(options: dict[str, Any], script: ScriptFacts | None, report: dict[str, Any]) -> dict[str, Any]:
-    """`<target> -m pip install mindstudio-probe` when msprobe is missing, said first; then check again."""
-    target = target_of(options, script)
-    if report["msprobe_import"].get("cause") != "msprobe":
-        click.echo(f"--install: mindstudio-probe is already installed for {target.display}; nothing installed", err=True)
-        return report
-    command = [*target.argv, "-m", "pip", "install", "mindstudio-probe"]
-    click.echo(f"installing: {' '.join(command)}", err=True)
-    done = subprocess.run(command, cwd=target.cwd, env=dict(target.env) or None, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, errors="replace", check=False)
-    for line in done.stdout.splitlines()[-5:]:
-        click.echo(f"  pip: {line}", err=True)
-    if done.returncode != 0:
-        click.echo(f"--install: pip exited {done.returncode}", err=True)
-    return examine(options, script)
-
-
-def render_text(report: dict[str, Any]) -> str:
-    interpreter = report["interpreter"]
-    where = (f"  Python {interpreter['python']} at {interpreter['executable']}" if interpreter["executable"]
-             else "  not started: its launcher is not on this machine")
-    lines = [f"target: {' '.join(interpreter['argv'])} ({interpreter['chosen_by']})",
-             f"{where}; working directory {interpreter['cwd']}",
-             f"  mode: {report['mode'] or 'not given (pass --mode or --script for its checks)'}", "packages:"]
-    for name, package in report["packages"].items():
-        version = package.get("version") or ("absent" if not package.get("location") else "unknown version")
-        where = package.get("location") or ""
-        lines.append(f"  {name:<17} {version:<16} {where}".rstrip())
-    imported = report["msprobe_import"]
-    if imported.get("cause") == "launcher":
-        lines.append("msprobe import: not tried (the launcher is missing)")
-    elif imported.get("ok"):
-        lines.append("msprobe import: OK (from msprobe.pytorch import PrecisionDebugger)")
-    else:
-        module = imported.get("missing")
-        lines.append(f"msprobe import: FAILED: {imported.get('error')}" + (f" (failing module: {module})" if module else ""))
-    lines.append("verdicts:")
-    lines += [f"  {v['level']:<4} {v['check']}: {v['message']}" for v in report["verdicts"]]
-    levels = [v["level"] for v in report["verdicts"]]
-    lines.append(f"{levels.count('FAIL')} FAIL, {levels.count('WARN')} WARN, {levels.count('OK')} OK")
-    return "\n".join(lines) + "\n"
+    return int(report["exit_code"])

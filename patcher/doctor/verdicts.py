@@ -8,12 +8,11 @@ command: its JSON comes from the lint command's own configuration, environment a
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from rlpatch.cli import capture, one_line, resource_message
+from rlpatch.cli import one_line, resource_message
 from rlpatch.errors import RlpatchError
 from rlpatch.upstream.api import Version
 
@@ -110,8 +109,7 @@ def patch_verdicts(packages: dict[str, Any], mode: str | None) -> tuple[list[Ver
     """`rlpatch verify` of the mode's rule set on the trees this interpreter imports."""
     if mode == "training":
         return [Verdict("OK", "patches", "training mode dumps through verl's own msprobe tool: no patch needed")], []
-    roots = root_options(packages)
-    if not roots:
+    if not tree_roots(packages):
         return [Verdict("OK", "patches", "no verl, SGLang or vLLM-Ascend tree imported: nothing to patch")], []
     selected = mode or "consistency"
     try:
@@ -167,24 +165,25 @@ def tree_roots(packages: dict[str, Any]) -> dict[str, str]:
     return found
 
 
-def root_options(packages: dict[str, Any]) -> list[str]:
-    """`--verl-root R ...` for the trees the target imports (each the folder holding the package)."""
-    return [part for module, root in tree_roots(packages).items() for part in (ROOT_OPTION[module], root)]
-
-
 def lint_verdicts(script: str, mode: str | None, packages: dict[str, Any],
                   env: dict[str, str] | None = None) -> tuple[list[Verdict], list[dict[str, Any]]]:
-    """The script's findings from `rlpatch lint` on the path doctor checked (`--env`), with the
+    """The script's findings as `rlpatch lint` gives them on the path doctor checked (`--env`), with the
     versions of the trees the target imports."""
+    from rlpatch.lint import api as lint
+
+    roots = tree_roots(packages)
     # the shell environment doctor read the script with (`--use-env`), and `--env` over it: the same path
-    given = ["--use-env", *(f"--env={name}={value}" for name, value in (env or {}).items())]
-    argv = ["lint", "--format", "json", *root_options(packages), *(["--mode", mode] if mode else []), *given, script]
-    code, out, err = capture(argv)
+    how = lint.ScriptOptions(mode=mode, env=tuple(f"{name}={value}" for name, value in (env or {}).items()), use_env=True,
+                             verl_root=roots.get("verl"), sglang_root=roots.get("sglang"),
+                             vllm_ascend_root=roots.get("vllm_ascend"))
     try:
-        findings = json.loads(out)
-    except ValueError:
-        last = (err.strip().splitlines() or ["no answer"])[-1]
-        return [Verdict("FAIL", "lint", f"rlpatch lint {script}: {last}")], []
+        findings = lint.findings_json(lint.run_lint(lint.LintCommand(files=(script,), script=how, output_format="json")))
+    except KeyboardInterrupt:
+        raise
+    except Exception as err:
+        if os.environ.get("RLPATCH_DEBUG") and not isinstance(err, RlpatchError):
+            raise
+        return [Verdict("FAIL", "lint", f"rlpatch lint {script}: {error_line(err)}")], []
     if not findings:
         return [Verdict("OK", "lint", f"rlpatch lint {script}: no findings")], []
     level = {"error": "FAIL", "warning": "WARN", "info": "WARN"}

@@ -9,6 +9,9 @@ stays light, no rule, no libcst). It hides the engine, the options object and th
 - `lint_file(path, options)`: the findings of every rule on one script (InputError when unreadable);
 - `schema_of(options, config_name, group_overrides)`: the composed verl config of that version,
   asked key by key (`KeySchema.has`), or None with the reason when it cannot be composed;
+- `run_lint(LintCommand)`: what `rlpatch lint` does with that command line, without printing
+  (`LintOutcome`; `ScriptOptions` say how the scripts run), and `findings_json(outcome)`, its
+  findings as `--format json` has them (`rlpatch doctor` lints the script it checks this way).
 """
 
 from __future__ import annotations
@@ -17,11 +20,15 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from rlpatch.errors import InputError
-from rlpatch.lint.options import ExtraArgsCommand, build_options
+from rlpatch.lint.commands import LintCommand, LintOutcome, run_lint
+from rlpatch.lint.options import ExtraArgsCommand, ScriptOptions, build_options
 from rlpatch.lint.rule import Finding, LintOptions
 from rlpatch.upstream.api import Version
 
-__all__ = ["ExtraArgsCommand", "Finding", "KeySchema", "LintOptions", "lint_file", "make_options", "schema_of", "verl_version_of"]
+__all__ = [
+    "ExtraArgsCommand", "Finding", "KeySchema", "LintCommand", "LintOptions", "LintOutcome", "ScriptOptions",
+    "findings_json", "lint_file", "make_options", "run_lint", "schema_of", "verl_version_of",
+]
 
 
 def make_options(*, verl_version: str | None = None, verl_root: str | None = None, python: str | None = None,
@@ -31,6 +38,13 @@ def make_options(*, verl_version: str | None = None, verl_root: str | None = Non
     cli: dict[str, Any] = dict(verl_version=verl_version, verl_root=verl_root, python=python, mode=mode,
                                env=dict(env or {}), sglang_root=sglang_root, vllm_ascend_root=vllm_ascend_root)
     return build_options(cli, {}, list(args))
+
+
+def findings_json(outcome: LintOutcome) -> list[dict[str, Any]]:
+    """The findings of a lint, as `rlpatch lint --format json` prints them (with each rule page's `url`)."""
+    from rlpatch.lint.report import finding_dict
+
+    return [finding_dict(finding) for result in outcome.results for finding in result.findings]
 
 
 def verl_version_of(options: LintOptions) -> Version:
