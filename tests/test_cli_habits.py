@@ -158,7 +158,7 @@ def test_completion_script_is_offered() -> None:
 
 
 def test_dumps_check_lists_the_expected_ranks() -> None:
-    from rlpatch.dumps.cli import rank_list
+    from rlpatch.dumps.text import rank_list
 
     assert rank_list([0]) == "0" and rank_list([0, 1]) == "0, 1"
     assert rank_list([0, 1, 2, 3, 5, 7, 8, 9]) == "0-3, 5, 7-9" and rank_list([]) == ""

@@ -7,7 +7,8 @@ parsed CSV summary and the HTML report. msprobe and the plotting library are imp
 `compare`, inside the target interpreter or the report writer. It reads a launch script (`check
 --script`) only through the front end and may import the upstream facts. `compare --ray ADDRESS`
 runs each pair's compare on the node whose disk holds it through the cluster wing's session
-(`remote.py` on the driver, `remote_node.py` on the nodes).
+(`remote.py` on the driver, `remote_node.py` on the nodes). Each command's work is in `api`
+(`check_dumps`, `pair_dumps`, `compare_dumps`); `cli` only builds their options and prints.
 """
 
 MAY_IMPORT: tuple[str, ...] = ("errors", "upstream", "shell", "cluster")

@@ -27,25 +27,13 @@ from rlpatch.dumps.command import planned_commands
 from rlpatch.dumps.compare import PairResult
 from rlpatch.dumps.correlate import Pair
 from rlpatch.dumps.divergence import Attribution
+from rlpatch.dumps.options import CompareOptions
 from rlpatch.dumps.remote_node import compare_node, scan_node
 from rlpatch.errors import InputError
 
 # correlate's reasons for a request found on one side only: on two different nodes, a split pair.
 TRAIN_ONLY = "not in any single-request prefill"
 INFER_ONLY = "not in any single-request update_actor_log"
-
-
-@dataclass
-class Options:
-    train: str
-    infer: str
-    backend: str
-    out: str
-    python: str | None
-    rtol: float | None
-    jobs: int | None
-    only: str | None
-    rank: int | None
 
 
 @dataclass
@@ -64,7 +52,7 @@ def driver_path(path: str) -> str:
     return path if path.startswith(("$", "~")) else os.path.abspath(path)
 
 
-def compare_on_cluster(options: Options, address: str, runtime_env: str | None,
+def compare_on_cluster(options: CompareOptions, address: str, runtime_env: str | None,
                        timeout: float) -> tuple[dict[str, Any], list[PairResult]]:
     """The compare report (the local one's shape plus `cluster`) and the results rebuilt for `--report`."""
     train, infer, out = driver_path(options.train), driver_path(options.infer), driver_path(options.out)
@@ -175,7 +163,7 @@ def assign(holders: list[list[str]], able: set[str]) -> list[str | None]:
     return chosen
 
 
-def compare_pairs(session: Session, merged: Merged, selected: list[int], options: Options, out: str,
+def compare_pairs(session: Session, merged: Merged, selected: list[int], options: CompareOptions, out: str,
                   timeout: float) -> tuple[list[dict[str, Any]], list[PairResult]]:
     """Round 2: each selected pair on its node; the entries in pair order, and PairResults for the report."""
     pairs = [merged.pairs[i] for i in selected]
@@ -220,7 +208,7 @@ def compare_pairs(session: Session, merged: Merged, selected: list[int], options
     return [e for e in entries if e is not None], [r for r in results if r is not None]
 
 
-def _failed(planned: tuple[Pair, str, list[str]], options: Options, error: str) -> dict[str, Any]:
+def _failed(planned: tuple[Pair, str, list[str]], options: CompareOptions, error: str) -> dict[str, Any]:
     pair, folder, argv = planned
     result = PairResult(pair, argv, folder, error=error)
     result.rtol = options.rtol
@@ -251,7 +239,7 @@ def cluster_lines(data: dict[str, Any]) -> list[str]:
     return lines
 
 
-def report_facts(options: Options, data: dict[str, Any]) -> Any:
+def report_facts(options: CompareOptions, data: dict[str, Any]) -> Any:
     """The report's facts: the msprobe versions are the nodes' own."""
     import rlpatch
     from rlpatch.dumps.report import Facts

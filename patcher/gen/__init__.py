@@ -2,10 +2,10 @@
 
 Owns the per-mode, per-version override tables (training, inference, consistency), the msprobe
 config files it writes, the placement of the new overrides at the end of the real verl launch
-command, and the command line (`cli`). It reads the original script only through the front end
-(`rlpatch.shell`: the same parse, evaluation and run model as `lint`) and checks what it wrote with
-the linter's api (`rlpatch.lint.api`: options, findings, the composed verl config); it may import
-the upstream facts.
+command, what one run does (`api`: `generate_collection`) and its command line (`cli`). It reads the
+original script only through the front end (`rlpatch.shell`: the same parse, evaluation and run
+model as `lint`) and checks what it wrote with the linter's api (`rlpatch.lint.api`: options,
+findings, the composed verl config); it may import the upstream facts.
 """
 
 MAY_IMPORT: tuple[str, ...] = ("errors", "lint", "upstream", "shell")
