@@ -201,3 +201,90 @@ class EngineDumpRule(PatchRule):
 
     def gate(self, target: Target) -> Gate:
         return engine_gate(target)
+
+
+# Good cases' expected output: the two methods both engine rules add, as they read in a patched engine
+# class. A literal on purpose (as LibCST's assertCodemod pins its `after`): a change to the inserted code
+# must show up as a change here, in the text users review.
+PATCHED_DEBUGGER_METHODS = r'''
+    def _ensure_debugger(self, forward_only):
+        """rlpatch (msprobe): whether this pass is dumped; creates the PrecisionDebugger on first use."""
+        # DUMP_ON=1 switches dumping on; DUMP_PHASE picks the passes: log_prob (forward-only, the
+        # default), update_actor (training) or all; MSPROBE_ACTOR_CONFIG names the msprobe config.json.
+        import json
+        import os
+
+        # disable_adapter() announced this pass as LoRA's reference pass (ref_in_actor: the actor's
+        # forward with its adapter off): the reference log-probs are never dumped. Read once per pass.
+        reference_pass = getattr(self, "_dump_reference_pass", False)
+        self._dump_reference_pass = False
+        if os.environ.get("DUMP_ON", "").strip().lower() not in ("1", "true", "yes", "on"):
+            return False
+        phase = os.environ.get("DUMP_PHASE", "").strip() or "log_prob"
+        if phase not in ("log_prob", "update_actor", "all"):
+            raise ValueError(f"rlpatch: DUMP_PHASE={phase!r} is not one of log_prob, update_actor, all")
+        if getattr(getattr(self, "engine_config", None), "forward_only", False) or reference_pass:
+            return False  # the reference engine (forward-only by config) or pass: never dumped
+        if phase != "all" and (phase == "log_prob") != bool(forward_only):
+            return False
+        self._dump_phase = "log_prob" if forward_only else "update_actor"
+        if getattr(self, "_debugger", None) is None:
+            config_path = os.environ.get("MSPROBE_ACTOR_CONFIG", "").strip()
+            if not config_path:
+                raise RuntimeError("rlpatch: DUMP_ON=1 needs MSPROBE_ACTOR_CONFIG=/path/to/msprobe/config.json")
+            if not os.path.isfile(config_path):
+                raise FileNotFoundError(f"rlpatch: MSPROBE_ACTOR_CONFIG={config_path!r} is not a file")
+            with open(config_path, encoding="utf-8") as config_file:
+                dump_path = json.load(config_file).get("dump_path")
+            if not dump_path:
+                raise ValueError(f"rlpatch: {config_path} sets no dump_path; update_actor_log.jsonl needs one")
+            from msprobe.pytorch import PrecisionDebugger, seed_all
+
+            seed_all(mode=True)
+            # Never pass model= here: msprobe 26.x removed it from the constructor.
+            self._debugger = PrecisionDebugger(config_path=config_path)
+            log_dir = os.path.join(dump_path, str(os.getpid()))
+            os.makedirs(log_dir, exist_ok=True)
+            self._update_actor_log = open(os.path.join(log_dir, "update_actor_log.jsonl"), "a", encoding="utf-8")
+        return True
+
+    def _log_update_actor_step(self, micro_batch):
+        """rlpatch (msprobe): append this micro-batch's record to update_actor_log.jsonl."""
+        import json
+        import os
+        import time
+
+        import torch
+
+        service = getattr(self._debugger, "service", None)
+        if getattr(service, "should_stop_service", False):
+            return
+        # msprobe dumps only the steps (and ranks) its config lists: a record without a dump is not written.
+        config = getattr(service, "config", None)
+        step = getattr(service, "current_iter", None)
+        if getattr(config, "step", None) and step not in config.step:
+            return
+        if getattr(config, "rank", None) and getattr(service, "current_rank", None) not in config.rank:
+            return
+        request_ids = micro_batch.get("request_id", None) if hasattr(micro_batch, "get") else None
+        if request_ids is None:
+            request_ids = []
+        elif hasattr(request_ids, "tolist"):
+            request_ids = request_ids.tolist()
+        elif isinstance(request_ids, str):
+            request_ids = [request_ids]
+        request_ids = [str(request_id) for request_id in request_ids]
+        distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
+        record = {
+            "source": "verl_engine",
+            "phase": getattr(self, "_dump_phase", None),
+            "timestamp": time.time(),
+            "pid": os.getpid(),
+            "rank": torch.distributed.get_rank() if distributed else 0,
+            "step": step,
+            "request_ids": request_ids,
+            "num_requests": len(request_ids),
+        }
+        self._update_actor_log.write(json.dumps(record) + "\n")
+        self._update_actor_log.flush()
+'''
