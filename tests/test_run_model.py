@@ -8,6 +8,7 @@ from rlpatch.shell.api import SourceFile, evaluate_source
 from rlpatch.shell.defaults import NEWEST_VERL
 from rlpatch.shell.hydra_dict import dict_leaves
 from rlpatch.shell.model import Run
+from rlpatch.shell.run_reading import read_run
 
 ROLLOUT = "actor_rollout_ref.rollout"
 ADDITIONAL = f"{ROLLOUT}.engine_kwargs.vllm.additional_config"
@@ -17,7 +18,7 @@ def runs(tmp_path: Path, script: str) -> list[Run]:
     path = tmp_path / "run.sh"
     path.write_text(script, encoding="utf-8")
     evaluation = evaluate_source(SourceFile.read(str(path)))
-    return [Run.from_launch(launch, str(path), NEWEST_VERL) for launch in evaluation.launches]
+    return [read_run(launch, str(path), NEWEST_VERL) for launch in evaluation.launches]
 
 
 def test_dict_value_reader_gives_each_leaf_and_its_offsets() -> None:

@@ -33,15 +33,14 @@ from rlpatch.shell.model import (
     SGLANG_DUMP_KEYS,
     EnvVar,
     Mode,
-    Override,
     Run,
     Setting,
-    parse_override,
-    unquote,
 )
+from rlpatch.shell.overrides import Override, parse_override, unquote
 from rlpatch.shell.parse import ParsedScript, language, parse_file
 from rlpatch.shell.pieces import Piece, Value, Word, word_text
 from rlpatch.shell.results import Arg, Evaluation, Unknown
+from rlpatch.shell.run_reading import read_run
 from rlpatch.shell.source import MAX_SCRIPT_BYTES, InputTooLarge, SourceFile, Span, file_kind, read_regular, read_stream
 from rlpatch.upstream.api import Version
 
@@ -75,7 +74,7 @@ def script_runs(script: str | SourceFile, version: Version, *, env: Mapping[str,
     source = SourceFile.read(script) if isinstance(script, str) else script
     evaluation = evaluate_source(source, Options(env=dict(env or {}), args=list(args)))
     forced = _forced_mode(mode)
-    return ScriptRuns(evaluation, [Run.from_launch(launch, source.path, version, forced)
+    return ScriptRuns(evaluation, [read_run(launch, source.path, version, forced)
                                    for launch in evaluation.launches])
 
 

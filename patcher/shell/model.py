@@ -16,11 +16,11 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from rlpatch.shell.config_file import ConfigValues, config_file_path, read_config_values
+from rlpatch.shell.config_file import ConfigValues
 from rlpatch.shell.defaults import ACTOR, AR, DEFAULTS, ROLLOUT, Ref, ulysses_keys
 from rlpatch.shell.launch import Launch
-from rlpatch.shell.overrides import Override, parse_override, unquote
-from rlpatch.shell.pieces import unknown_descs, unknown_value, word_text
+from rlpatch.shell.overrides import Override, unquote
+from rlpatch.shell.pieces import unknown_descs
 from rlpatch.shell.results import Arg, Unknown
 from rlpatch.shell.run_summary import run_summary
 from rlpatch.shell.source import Span
@@ -154,52 +154,6 @@ class Run:
 
     def __repr__(self) -> str:
         return f"Run({self.launch.entry!r} in {self.file})"
-
-    # ---- construction ---------------------------------------------------------------------
-    @classmethod
-    def from_launch(cls, launch: Launch, file: str, version: Version, forced_mode: Mode | None = None) -> "Run":
-        run = cls(launch, file, version, forced_mode=forced_mode)
-        run._read_arguments(list(launch.args))
-        for name, env_value in launch.env.items():
-            run.env[name] = EnvVar(name, word_text(env_value.first()), env_value.span or launch.command_span,
-                                   "--env" if env_value.span and env_value.span.file == "<env>" else "export")
-        path = config_file_path(file, run.config_dir, run.config_name)
-        if path is not None:  # the user's own YAML: its values, under the overrides
-            run.config_values = read_config_values(path)
-        return run
-
-    def _read_arguments(self, args: list[Arg]) -> None:
-        """Sort the launch's arguments into the config file options, other options, and the Hydra
-        overrides (an argument or a value that cannot be told is noted as unknown)."""
-        index = 0
-        while index < len(args):
-            arg = args[index]
-            text = arg.text
-            option = _config_option(text)
-            if option is not None:
-                name, value = option
-                if value is None and index + 1 < len(args):
-                    index += 1
-                    value = args[index].text
-                self.options_args.append(arg)
-                if name == "path":
-                    self.config_dir = value
-                else:
-                    self.config_name = value[:-5] if value and value.endswith(".yaml") else value
-            elif text is not None and text.startswith("-"):
-                self.options_args.append(arg)
-            else:
-                self._read_override(arg)
-            index += 1
-
-    def _read_override(self, arg: Arg) -> None:
-        override = parse_override(arg)
-        if override is not None:
-            self.overrides.append(override)
-            if not override.value_known:
-                self.unknown.append(Unknown(f"{override.key}={unknown_value(arg.word)}", override.value_span))
-        elif arg.text is None:
-            self.unknown.append(Unknown(f"argument {' '.join(unknown_descs(arg.word))}", arg.span))
 
     # ---- settings -------------------------------------------------------------------------------
     def _refresh(self) -> None:
@@ -398,19 +352,6 @@ class Run:
     def summary(self) -> dict:
         """The `rlpatch detect` object for this run (a stable JSON contract: `detect --format json`)."""
         return run_summary(self)
-
-
-def _config_option(text: str | None) -> tuple[str, str | None] | None:
-    """`--config-path X`, `--config-path=X`, `-cp X`, `-cp=X`, and the same for the name."""
-    if text is None:
-        return None
-    for name, spellings in (("path", ("--config-path", "-cp")), ("name", ("--config-name", "-cn"))):
-        for spelling in spellings:
-            if text == spelling:
-                return name, None
-            if text.startswith(spelling + "="):
-                return name, text[len(spelling) + 1:]
-    return None
 
 
 __all__ = ["AR", "EnvVar", "MODES", "Mode", "Override", "Run", "Setting"]
