@@ -73,3 +73,22 @@ def test_gen_help_imports_the_linter_api_only() -> None:
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert "API True" in out.stdout and "BAD []" in out.stdout, out.stdout + out.stderr
+
+
+def test_lint_start_leaves_the_wheel_cache_and_the_probes_unloaded(tmp_path) -> None:
+    """`rlpatch.upstream.api` names its heavier parts lazily: a lint of a script without a dump (a
+    pre-commit hook's common case) loads `Version`, not the wheel cache, the target probe or zipfile."""
+    script = tmp_path / "run.sh"
+    script.write_text("python3 -m verl.trainer.main_ppo trainer.nnodes=1\n")
+    code = textwrap.dedent(f"""
+        import sys
+        from rlpatch.cli import main
+        try:
+            main(["lint", "--no-config", {str(script)!r}])
+        except SystemExit:
+            pass
+        heavy = ("rlpatch.upstream.wheelcache", "rlpatch.upstream.target_probe", "rlpatch.upstream.targets", "zipfile")
+        print("BAD", sorted(m for m in sys.modules if m in heavy))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert "BAD []" in out.stdout, out.stdout + out.stderr

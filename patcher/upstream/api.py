@@ -18,18 +18,52 @@ Everything here is plain data about upstream trees and costs only the standard l
 
 from __future__ import annotations
 
-from rlpatch.upstream.envprobe import Installed, find_package_dir, probe, probe_here, probe_root
+from typing import TYPE_CHECKING, Any
+
 from rlpatch.upstream.switches import DUMP_PHASES, TRUTHY, env_is_on, is_on, py_tuple
-from rlpatch.upstream.target_probe import PROBE_SOURCE, last_words, run_bounded
-from rlpatch.upstream.target_probe import read_answer as read_probe_answer
-from rlpatch.upstream.target_probe import with_marker as with_probe_marker
-from rlpatch.upstream.targets import OPTION_OF, Package, Target, imported_target, target_for_root
-from rlpatch.upstream.trainers import ALL_TRAINERS, TRAINERS
-from rlpatch.upstream.trainers import Coverage as TrainerCoverage
-from rlpatch.upstream.trainers import coverage as trainer_coverage
-from rlpatch.upstream.trainers import describe as describe_coverage
 from rlpatch.upstream.versions import Version
-from rlpatch.upstream.wheelcache import cache_dir, fresh_copy, unpacked_tree
+
+if TYPE_CHECKING:  # the type checker sees every name; at run time the heavier ones load on first use
+    from rlpatch.upstream.envprobe import Installed, find_package_dir, probe, probe_here, probe_root
+    from rlpatch.upstream.target_probe import PROBE_SOURCE, last_words, run_bounded
+    from rlpatch.upstream.target_probe import read_answer as read_probe_answer
+    from rlpatch.upstream.target_probe import with_marker as with_probe_marker
+    from rlpatch.upstream.targets import OPTION_OF, Package, Target, imported_target, target_for_root
+    from rlpatch.upstream.trainers import ALL_TRAINERS, TRAINERS
+    from rlpatch.upstream.trainers import Coverage as TrainerCoverage
+    from rlpatch.upstream.trainers import coverage as trainer_coverage
+    from rlpatch.upstream.trainers import describe as describe_coverage
+    from rlpatch.upstream.wheelcache import cache_dir, fresh_copy, unpacked_tree
+
+# Where each name that loads on first use lives, and its name there. `rlpatch lint` starts with
+# `Version` alone: the probes, the wheel cache and the targets bring subprocess, zipfile, tempfile,
+# json and dataclasses, about 15 ms of a pre-commit hook's cold start that most scripts never need.
+_LAZY: dict[str, tuple[str, str]] = {
+    **{name: ("envprobe", name) for name in ("Installed", "find_package_dir", "probe", "probe_here", "probe_root")},
+    **{name: ("target_probe", name) for name in ("PROBE_SOURCE", "last_words", "run_bounded")},
+    "read_probe_answer": ("target_probe", "read_answer"),
+    "with_probe_marker": ("target_probe", "with_marker"),
+    **{name: ("targets", name) for name in ("OPTION_OF", "Package", "Target", "imported_target", "target_for_root")},
+    **{name: ("trainers", name) for name in ("ALL_TRAINERS", "TRAINERS")},
+    "TrainerCoverage": ("trainers", "Coverage"),
+    "trainer_coverage": ("trainers", "coverage"),
+    "describe_coverage": ("trainers", "describe"),
+    **{name: ("wheelcache", name) for name in ("cache_dir", "fresh_copy", "unpacked_tree")},
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Load a name of `_LAZY` from its module on first use (PEP 562), then keep it here."""
+    try:
+        module_name, attribute = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    import importlib
+
+    value = getattr(importlib.import_module(f"rlpatch.upstream.{module_name}"), attribute)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "ALL_TRAINERS", "DUMP_PHASES", "OPTION_OF", "PROBE_SOURCE", "TRAINERS", "TRUTHY", "Installed", "Package",
