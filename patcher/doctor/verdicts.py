@@ -178,9 +178,7 @@ def lint_verdicts(script: str, mode: str | None, packages: dict[str, Any],
                              vllm_ascend_root=roots.get("vllm_ascend"))
     try:
         findings = lint.findings_json(lint.run_lint(lint.LintCommand(files=(script,), script=how, output_format="json")))
-    except KeyboardInterrupt:
-        raise
-    except Exception as err:
+    except Exception as err:  # the line `rlpatch lint` would have ended with, as a verdict (Ctrl-C still stops)
         if os.environ.get("RLPATCH_DEBUG") and not isinstance(err, RlpatchError):
             raise
         return [Verdict("FAIL", "lint", f"rlpatch lint {script}: {error_line(err)}")], []
