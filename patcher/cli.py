@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> Any:
     try:
         result = cli.main(args=argv, prog_name="rlpatch", standalone_mode=False)
     except RlpatchError as err:
-        click.echo(f"rlpatch: error: {err.message}", err=True)
+        click.echo(error_line(err), err=True)
         sys.exit(err.exit_code)
     except click.exceptions.Exit as exit_:
         sys.exit(exit_.exit_code)
@@ -86,16 +86,27 @@ def main(argv: list[str] | None = None) -> Any:
         # What the machine or the input's shape ran out of, not a bug in one command: one line.
         if os.environ.get("RLPATCH_DEBUG"):
             raise
-        click.echo(f"rlpatch: error: {resource_message(err)}", err=True)
+        click.echo(error_line(err), err=True)
         sys.exit(EXIT_USAGE)
     except Exception as err:  # the last line of defence against a traceback
         if os.environ.get("RLPATCH_DEBUG"):
             raise
-        click.echo(f"rlpatch: internal error: {type(err).__name__}: {one_line(str(err))} "
-                   "(set RLPATCH_DEBUG=1 for a traceback)", err=True)
+        click.echo(error_line(err), err=True)
         sys.exit(EXIT_USAGE)
     # Commands return their exit code (click returns it too when a command calls ctx.exit).
     sys.exit(result if isinstance(result, int) else 0)
+
+
+def error_line(err: Exception) -> str:
+    """The one line a command ends with on stderr when `err` reaches the entry: rlpatch's own errors,
+    what the machine or the input's shape ran out of, and anything else as an internal error
+    (`doctor` reports the commands it runs in-process with the same line)."""
+    if isinstance(err, RlpatchError):
+        return f"rlpatch: error: {err.message}"
+    if isinstance(err, (RecursionError, MemoryError, OSError)):
+        return f"rlpatch: error: {resource_message(err)}"
+    return (f"rlpatch: internal error: {type(err).__name__}: {one_line(str(err))} "
+            "(set RLPATCH_DEBUG=1 for a traceback)")
 
 
 def one_line(text: str, limit: int = 300) -> str:

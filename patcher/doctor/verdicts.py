@@ -12,7 +12,7 @@ import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from rlpatch.cli import one_line, resource_message
+from rlpatch.cli import error_line
 from rlpatch.errors import RlpatchError
 from rlpatch.upstream.api import Version
 
@@ -114,10 +114,8 @@ def patch_verdicts(packages: dict[str, Any], mode: str | None) -> tuple[list[Ver
     selected = mode or "consistency"
     try:
         targets = verified_trees(selected, packages)
-    except Exception as err:
-        if os.environ.get("RLPATCH_DEBUG") and not isinstance(err, RlpatchError):
-            raise
-        last = (error_line(err).strip().splitlines() or ["no answer"])[-1]
+    except Exception as err:  # noqa: BLE001 - any failure is the verdict's one line (_failure_line re-raises when debugging)
+        last = (_failure_line(err).strip().splitlines() or ["no answer"])[-1]
         return [Verdict("WARN", "patches", f"rlpatch verify could not tell the patch state: {last}")], []
     found = []
     for target in targets:
@@ -145,14 +143,12 @@ def verified_trees(mode: str, packages: dict[str, Any]) -> list[dict[str, Any]]:
     return targets
 
 
-def error_line(err: Exception) -> str:
-    """The line `rlpatch verify` ends with on stderr when it fails with `err`."""
-    if isinstance(err, RlpatchError):
-        return f"rlpatch: error: {err.message}"
-    if isinstance(err, (RecursionError, MemoryError, OSError)):
-        return f"rlpatch: error: {resource_message(err)}"
-    return (f"rlpatch: internal error: {type(err).__name__}: {one_line(str(err))} "
-            "(set RLPATCH_DEBUG=1 for a traceback)")
+def _failure_line(err: Exception) -> str:
+    """The line the command doctor ran in-process would have ended with (`RLPATCH_DEBUG=1`: the
+    traceback of anything but rlpatch's own errors, as the command line gives it)."""
+    if os.environ.get("RLPATCH_DEBUG") and not isinstance(err, RlpatchError):
+        raise err
+    return error_line(err)
 
 
 def tree_roots(packages: dict[str, Any]) -> dict[str, str]:
@@ -178,10 +174,8 @@ def lint_verdicts(script: str, mode: str | None, packages: dict[str, Any],
                              vllm_ascend_root=roots.get("vllm_ascend"))
     try:
         findings = lint.findings_json(lint.run_lint(lint.LintCommand(files=(script,), script=how, output_format="json")))
-    except Exception as err:  # the line `rlpatch lint` would have ended with, as a verdict (Ctrl-C still stops)
-        if os.environ.get("RLPATCH_DEBUG") and not isinstance(err, RlpatchError):
-            raise
-        return [Verdict("FAIL", "lint", f"rlpatch lint {script}: {error_line(err)}")], []
+    except Exception as err:  # noqa: BLE001 - the line `rlpatch lint` would have ended with, as a verdict
+        return [Verdict("FAIL", "lint", f"rlpatch lint {script}: {_failure_line(err)}")], []
     if not findings:
         return [Verdict("OK", "lint", f"rlpatch lint {script}: no findings")], []
     level = {"error": "FAIL", "warning": "WARN", "info": "WARN"}
