@@ -132,11 +132,6 @@ def _number(text: str | None) -> float | None:
         return None
 
 
-def read_compare_csv(path: str) -> list[Row]:
-    """The matched forward rows of one compare CSV, in its (forward) order."""
-    return read_compare_rows(path)[0]
-
-
 def read_compare_rows(path: str) -> tuple[list[Row], int]:
     """The matched forward rows of one compare CSV, in its (forward) order, and how many forward
     rows of either side were not matched."""

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import IO
 
-from rlpatch.dumps.layout import DUMP_JSON, PROC, RANK, Tree
+from rlpatch.dumps.layout import DUMP_JSON, Tree
 
 VLLM_SUFFIX = re.compile(r"-[0-9a-f]{8}$")
 PD_SUFFIX = re.compile(r"_([PD])$")
@@ -358,9 +358,3 @@ def _pair_request(train: Tree, infer: Tree, request_id: str, train_records: list
                 break
         else:
             result.pairs.append(Pair(request_id, train_side, infer_side))
-
-
-def rank_label(path: str) -> str:
-    """`rank3` or `proc123` of a dump.json path (for messages)."""
-    name = os.path.basename(os.path.dirname(path))
-    return name if RANK.fullmatch(name) or PROC.fullmatch(name) else "?"

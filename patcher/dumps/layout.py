@@ -224,7 +224,3 @@ def _large_dump_problem(path: str, size: int) -> str | None:
     if b'"task"' not in head:
         return "dump.json has no task (not msprobe output)"
     return None
-
-
-def dump_json_path(rank_dir: str) -> str:
-    return os.path.join(rank_dir, DUMP_JSON)

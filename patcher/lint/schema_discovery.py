@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlpatch.upstream.api import Version, find_package_dir, probe, probe_root
+from rlpatch.upstream.api import Version, probe, probe_root
 
 DEFAULT_CONFIG_NAME = "ppo_trainer"  # verl.trainer.main_ppo's @hydra.main(config_name=...)
 CONFIG_SUBDIR = ("verl", "trainer", "config")
@@ -88,12 +88,6 @@ def _config_path_dir(path: Path, trainer_dir: Path, base_dir: str | Path | None)
 
 def strip_yaml(name: str) -> str:
     return name.removesuffix(".yaml")
-
-
-def find_verl_config_dir(root: str | Path) -> Path | None:
-    """`<root>/verl/trainer/config` for a checkout, unpacked wheel or site-packages (or the package)."""
-    package = find_package_dir("verl", Path(root))
-    return package / "trainer" / "config" if package is not None else None
 
 
 # -------------------------------------------------------------------------------- config groups
