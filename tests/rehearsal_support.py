@@ -41,7 +41,8 @@ def training_scenarios() -> list[Any]:
     """FSDP2 (as verl ships it) with msprobe steps [1, 2] of three micro-batches; FSDP1 (verl's default
     strategy) on two ranks; LoRA, whose reference pass runs through the same compute_log_prob. For the
     packing rehearsal, the same four requests on two FSDP2 ranks at log-prob micro-batch 2 (two requests
-    packed per rank) and 1, and the first two at micro-batch 2 without remove-padding (padded rows)."""
+    packed per rank), on one rank at micro-batch 1 (one rank: a second worker would only add its start),
+    and the first two at micro-batch 2 without remove-padding (padded rows)."""
     from rehearsal.training import Scenario
 
     packed = request_ids(4)
@@ -50,7 +51,7 @@ def training_scenarios() -> list[Any]:
         Scenario("fsdp1-ws2", request_ids(2), PROMPTS[:2], world_size=2, strategy="fsdp"),
         Scenario("lora-ws1", request_ids(2), PROMPTS[:2], world_size=1, strategy="fsdp2", lora=True),
         Scenario("pack-mb2", packed, PACK_PROMPTS, world_size=2, strategy="fsdp2", micro_batch=2),
-        Scenario("pack-mb1", packed, PACK_PROMPTS, world_size=2, strategy="fsdp2", micro_batch=1),
+        Scenario("pack-mb1", packed, PACK_PROMPTS, world_size=1, strategy="fsdp2", micro_batch=1),
         Scenario("padded-mb2", packed[:2], PACK_PROMPTS[:2], world_size=1, strategy="fsdp2", micro_batch=2,
                  remove_padding=False),
     ]
@@ -219,3 +220,44 @@ def packing_dumps(tree: Path, folder: Path, model_dir: Path, requests: list[tupl
             processes.append(_start_worker(tree, dump_config, plan, where / f"plan_{rank}.json", model_dir))
     _worker_pids(processes)
     return PackingDumps(infer, train, requests, time.monotonic() - started)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading the packing rehearsal's dumps with torch (the tests compare tensors directly).
+# ---------------------------------------------------------------------------------------------
+
+# bf16 keeps 8 significant bits: two units in the last place of a tensor's largest value.
+BF16_FLOOR = 2.0 ** -6
+
+
+def step_outputs(rank_dir: Path) -> dict[str, Any]:
+    """Every module output tensor msprobe saved for one step and rank, by file stem, in call order."""
+    import torch
+
+    data = json.loads((rank_dir / "dump.json").read_text(encoding="utf-8"))["data"]
+    outputs = {}
+    for entry in data.values():
+        for item in entry.get("output") or []:
+            name = item.get("data_name") if isinstance(item, dict) else None
+            if name:
+                outputs[name[: -len(".pt")]] = torch.load(rank_dir / "dump_tensor_data" / name, weights_only=True)
+    return outputs
+
+
+def within_floor(got: Any, want: Any) -> bool:
+    """Same shape and no element further from `want` than the bf16 floor of `want`'s largest value."""
+    if got.shape != want.shape:
+        return False
+    scale = float(want.float().abs().max()) or 1.0
+    return float((got.float() - want.float()).abs().max()) <= BF16_FLOOR * scale
+
+
+def dispatch_records(dump_path: Path) -> list[tuple[Path, dict[str, Any]]]:
+    """(the process's {pid} folder, record) for every dispatch_log.jsonl record under an inference dump_path."""
+    return [(log.parent, json.loads(line)) for log in sorted(dump_path.glob("*/dispatch_log.jsonl"))
+            for line in log.read_text(encoding="utf-8").splitlines()]
+
+
+def engine_records(dump_path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for log in sorted(dump_path.glob("*/update_actor_log.jsonl"))
+            for line in log.read_text(encoding="utf-8").splitlines()]

@@ -46,7 +46,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from vllm_twin import StepRows, TensorParallel, forward_context, from_hf_state_dict, inject_fault
+from vllm_twin import NO_TP, StepRows, TensorParallel, forward_context, from_hf_state_dict, inject_fault
 
 RUNNER_FILE = "vllm_ascend/worker/model_runner_v1.py"
 RUNNER_METHODS = ("_start_dump_data", "_finalize_dump_data", "_finish_msprobe_step")
@@ -175,7 +175,7 @@ def _wait_for_replicas(barrier: list[Any] | None) -> None:
         time.sleep(0.05)
 
 
-def load_twin(model_dir: Path, tp: TensorParallel = TensorParallel()) -> torch.nn.Module:
+def load_twin(model_dir: Path, tp: TensorParallel = NO_TP) -> torch.nn.Module:
     from safetensors.torch import load_file
 
     config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))

@@ -87,6 +87,9 @@ class TensorParallel:
         return slice(self.rank * share, (self.rank + 1) * share)
 
 
+NO_TP = TensorParallel()  # TP 1: the whole model in one process
+
+
 class VocabParallelEmbedding(nn.Embedding):
     """This rank's rows of the vocabulary; ids outside it give zeros, the TP ranks' sum is the full lookup."""
 
@@ -314,7 +317,7 @@ def _shard(name: str, tensor: torch.Tensor, state: dict[str, torch.Tensor], conf
 
 
 def from_hf_state_dict(config: dict[str, Any], state: dict[str, torch.Tensor],
-                       tp: TensorParallel = TensorParallel()) -> Qwen2ForCausalLM:
+                       tp: TensorParallel = NO_TP) -> Qwen2ForCausalLM:
     """The twin (this TP rank's shards), loaded from a Hugging Face Qwen2 state dict as vLLM's loader loads it."""
     model = Qwen2ForCausalLM(config, tp)
     if "lm_head.weight" not in state:  # tied embeddings
