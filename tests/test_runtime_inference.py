@@ -381,6 +381,8 @@ VLLM_DRIVER = textwrap.dedent(
 
     torch.manual_seed(0)
     runner = NPUModelRunner(torch.nn.Sequential(torch.nn.Embedding(16, 8), torch.nn.Linear(8, 16)), sys.argv[1] or None)
+    # vLLM's persistent input batch, rows in the runner's order (b before a), as _update_states leaves it
+    runner.input_batch = NS(req_ids=["b", "a"], num_reqs=2, num_computed_tokens_cpu=[0, 0])
     runner.execute_model(output(["a", "b"], [], {"a": 3, "b": 2}), torch.tensor([1, 2, 3, 4, 5]))
     runner.sample_tokens()
     if hasattr(runner, "_dummy_run"):  # 0.20.2rc1+: a dummy run ends with _finalize_dump_data(dump=False)
@@ -427,6 +429,9 @@ def test_patched_runner_logs_every_dumped_step(vllm_ascend_tree: Path, tmp_path:
     assert not list(dump_path.glob("step*"))
     assert [[q["request_id"] for q in r["requests"]] for r in records] == [["a", "b"], ["a", "b"], ["a"]]
     assert records[0]["requests"][0] == {"request_id": "a", "type": "new", "tokens": 3}
+    # The patched stop sites hand the runner to the logger: rows follow its input batch, not the scheduler.
+    assert [(r["request_id"], r["offset"], r["tokens"]) for r in records[0]["rows"]] == [("b", 0, 2), ("a", 2, 3)]
+    assert records[0]["scheduler_order"] == ["a", "b"] and records[0]["rows_source"] == "input_batch"
 
 
 def test_patched_runner_without_dump_config_has_no_logger(vllm_ascend_tree: Path) -> None:
