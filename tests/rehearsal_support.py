@@ -7,6 +7,12 @@ runner's own dump code driving msprobe 26.2.0 in two worker processes of the sam
 TP=1 rollout replicas of one node), on a vLLM-named twin of the same weights. Each replica prefills
 one request of the scenario alone (the pair), decodes it, and runs a step the pairing must refuse:
 a request the training side never logged, or two requests prefilled together.
+
+The packing rehearsal (issue 27; `packing_dumps`, the session fixture `rehearsal_packing`): the same
+runner code and twin run four requests packed in the runner's row order (with a chunked prefill and
+a decode-first step), one per step, on two TP ranks, and with a batch-dependent or a TP-shard fault;
+the training side runs them at log-prob micro-batch 2 and 1. `step_outputs`, `within_floor` and the
+record readers below let tests cut and compare those dumps with torch.
 """
 
 from __future__ import annotations
