@@ -11,6 +11,17 @@ DISPATCH_LOGGER_SOURCE = '''\
 Added by rlpatch (rule vllm-ascend-dispatch-logger); `rlpatch revert` deletes this file. The
 runner calls it right before msprobe closes a dump step, so record N describes msprobe's step N.
 
+A step packs the tokens of its requests along dim 0 (`[num_tokens, ...]`) in the order of the
+runner's persistent input batch (`runner.input_batch.req_ids`, already reordered for the step:
+Ascend attention puts decodes first), which is not the order of
+`scheduler_output.num_scheduled_tokens`. "rows" records that real order with each request's first
+row, token count and tokens computed before the step (a prefill chunk covers prompt positions
+[computed, computed + tokens)); "scheduler_order" keeps the dict order (what msprobe's
+request-scoped dumping cuts by). The runner reorders its batch in `_update_states`, before the
+forward, and nothing reorders it before the stop sites, so the order read here is the order the
+model ran. Logging never stops the server: a runner without an input batch gives a record without
+rows, and an unexpected shape gives "rows_error" instead of rows.
+
 msprobe writes `{dump_path}/step{N}/rank{R}/` (its service reads `config.dump_path` at every
 start), so every vLLM process of a node (one per rollout replica) would write into the same
 folders. When the logger starts it moves this process's dump path into `{dump_path}/{pid}`, as
@@ -66,7 +77,7 @@ class DispatchLogger:
             if holder is not None and os.path.normpath(str(holder.dump_path)) != self.folder:
                 holder.dump_path = self.folder
 
-    def log_debugger_step(self, debugger, scheduler_output, attn_state=None):
+    def log_debugger_step(self, debugger, scheduler_output, attn_state=None, runner=None):
         """Log the step the debugger is about to close, unless msprobe does not dump it."""
         service = getattr(debugger, "service", None)
         if service is not None and getattr(service, "should_stop_service", False):
@@ -78,9 +89,9 @@ class DispatchLogger:
         ranks = getattr(service_config, "rank", None) or []
         if (steps and step not in steps) or (ranks and rank not in ranks):
             return None  # outside the config's step or rank list: msprobe writes no folder for it
-        return self.log_step(scheduler_output, attn_state, self._steps if step is None else step, rank)
+        return self.log_step(scheduler_output, attn_state, self._steps if step is None else step, rank, runner)
 
-    def log_step(self, scheduler_output, attn_state=None, step=None, rank=None):
+    def log_step(self, scheduler_output, attn_state=None, step=None, rank=None, runner=None):
         """Append the record of one model step and return it."""
         requests = _requests(scheduler_output)
         record = {
@@ -92,7 +103,10 @@ class DispatchLogger:
             "phase": _phase(attn_state, requests),
             "total_num_scheduled_tokens": int(getattr(scheduler_output, "total_num_scheduled_tokens", 0) or 0),
             "requests": requests,
+            "scheduler_order": [str(request_id) for request_id in _scheduled_tokens(scheduler_output)],
         }
+        record.update(_rows_fields(runner, scheduler_output))
+        record.update(_tp_fields(runner))
         os.makedirs(self.folder, exist_ok=True)
         with open(self.path, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(record) + "\\n")
@@ -111,6 +125,85 @@ def _current_rank():
     return int(os.environ.get("RANK", "0") or 0)
 
 
+def _scheduled_tokens(scheduler_output):
+    return getattr(scheduler_output, "num_scheduled_tokens", None) or {}
+
+
+def _computed_before_step(scheduler_output):
+    """request id -> tokens computed before this step, as the scheduler sent them (the runner's
+    `_update_states` copies them into `input_batch.num_computed_tokens_cpu`, which positions come from)."""
+    computed = {}
+    for request in getattr(scheduler_output, "scheduled_new_reqs", None) or []:
+        if getattr(request, "num_computed_tokens", None) is not None:
+            computed[request.req_id] = int(request.num_computed_tokens)
+    cached = getattr(scheduler_output, "scheduled_cached_reqs", None)
+    counts = getattr(cached, "num_computed_tokens", None)
+    if counts is not None:
+        computed.update(zip(_cached_request_ids(cached), (int(count) for count in counts)))
+    return computed
+
+
+def _rows_fields(runner, scheduler_output):
+    """{"rows": [...], "rows_source": "input_batch"}, {} without an input batch, {"rows_error"} on a surprise."""
+    input_batch = getattr(runner, "input_batch", None)
+    req_ids = getattr(input_batch, "req_ids", None)
+    if req_ids is None:
+        return {}
+    try:
+        return {"rows": _rows(input_batch, list(req_ids), scheduler_output), "rows_source": "input_batch"}
+    except Exception as error:  # never stop the server for a log line
+        return {"rows_error": f"{type(error).__name__}: {error}"}
+
+
+def _rows(input_batch, req_ids, scheduler_output):
+    """The step's requests in the input batch's row order (what the runner packs along dim 0)."""
+    tokens = _scheduled_tokens(scheduler_output)
+    new = {request.req_id for request in (getattr(scheduler_output, "scheduled_new_reqs", None) or [])}
+    computed = _computed_before_step(scheduler_output)
+    computed_cpu = getattr(input_batch, "num_computed_tokens_cpu", None)
+    num_reqs = getattr(input_batch, "num_reqs", None)
+    rows = []
+    offset = 0
+    for index, request_id in enumerate(req_ids[:num_reqs] if num_reqs is not None else req_ids):
+        if request_id is None or request_id not in tokens:
+            continue  # an empty slot, or a request this step does not run
+        count = int(tokens[request_id])
+        before = computed.get(request_id)
+        if before is None and computed_cpu is not None:
+            before = int(computed_cpu[index])
+        rows.append({"request_id": str(request_id), "type": "new" if request_id in new else "cached",
+                     "offset": offset, "tokens": count, "computed": before})
+        offset += count
+    total = int(getattr(scheduler_output, "total_num_scheduled_tokens", offset) or 0)
+    if offset != total or len(rows) != len(tokens):
+        raise ValueError(f"input batch rows cover {len(rows)} request(s), {offset} token(s); the scheduler "
+                         f"sent {len(tokens)} request(s), {total} token(s)")
+    return rows
+
+
+def _tp_fields(runner):
+    """This process's tensor-parallel group: vLLM's parallel_state, else torch.distributed and the TP size."""
+    try:
+        from vllm.distributed import parallel_state
+
+        group = parallel_state.get_tp_group()
+        return {"tp_rank": int(group.rank_in_group), "tp_size": int(group.world_size),
+                "tp_ranks": [int(rank) for rank in group.ranks]}
+    except Exception:  # no vLLM, or its groups are not built: the runner's TP size and the global rank
+        pass
+    size = getattr(getattr(runner, "parallel_config", None), "tensor_parallel_size", None)
+    try:
+        import torch.distributed as dist
+
+        if not size or not (dist.is_available() and dist.is_initialized()):
+            return {}
+        rank, size = dist.get_rank(), int(size)
+    except Exception:
+        return {}
+    first = rank - rank % size  # vLLM's rank layout: TP is the innermost dimension
+    return {"tp_rank": rank % size, "tp_size": size, "tp_ranks": list(range(first, first + size))}
+
+
 def _cached_request_ids(cached):
     """vLLM >= 0.10: an object with .req_ids; older vLLM: a list of objects with .req_id."""
     if cached is None:
@@ -122,7 +215,7 @@ def _cached_request_ids(cached):
 
 
 def _requests(scheduler_output):
-    tokens = getattr(scheduler_output, "num_scheduled_tokens", None) or {}
+    tokens = _scheduled_tokens(scheduler_output)
     new = [request.req_id for request in (getattr(scheduler_output, "scheduled_new_reqs", None) or [])]
     cached = _cached_request_ids(getattr(scheduler_output, "scheduled_cached_reqs", None))
     return [

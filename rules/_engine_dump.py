@@ -108,8 +108,80 @@ def _log_update_actor_step(self, micro_batch):
         "request_ids": request_ids,
         "num_requests": len(request_ids),
     }
+    # Where each request's tokens sit in the module activations ("layout", "rows" in row order);
+    # a surprise becomes "rows_error" in the record: a log line never stops training.
+    try:
+        layout = self._dump_layout(micro_batch)
+        rows = layout.get("rows")
+        if rows is not None and len(rows) != len(request_ids):
+            raise ValueError(f"{len(rows)} rows for {len(request_ids)} request ids")
+        for row, request_id in zip(rows or [], request_ids):
+            row["request_id"] = request_id
+    except Exception as error:
+        layout = {"rows_error": f"{type(error).__name__}: {error}"}
+    record.update(layout)
     self._update_actor_log.write(json.dumps(record) + "\\n")
     self._update_actor_log.flush()
+'''
+
+# The backends' `_dump_layout(self, micro_batch)`: {"layout", "rows": [{"batch_index", "offset",
+# "tokens"}, ...]} in the micro-batch's row order (request ids are added by _log_update_actor_step),
+# {} when the micro-batch has no nested input_ids (engines before the nested layout).
+FSDP_DUMP_LAYOUT = '''
+def _dump_layout(self, micro_batch):
+    """rlpatch (msprobe): where each request's tokens sit in this micro-batch's module activations."""
+    # prepare_model_inputs runs the nested (jagged) input_ids either packed, [1, total_tokens] with
+    # the requests back to back (use_remove_padding), or right-padded to [batch, longest] with an
+    # attention mask, each request from position 0 of its own row.
+    input_ids = micro_batch.get("input_ids", None) if hasattr(micro_batch, "get") else None
+    if not getattr(input_ids, "is_nested", False):
+        return {}
+    offsets = [int(offset) for offset in input_ids.offsets().tolist()]
+    lengths = [end - start for start, end in zip(offsets, offsets[1:])]
+    # The micro-batch's own switch, read as prepare_model_inputs reads it (absent: packed).
+    packed = micro_batch.get("use_remove_padding", True)
+    if not getattr(packed, "data", packed):
+        return {"layout": "padded", "rows": [
+            {"batch_index": index, "offset": 0, "tokens": length} for index, length in enumerate(lengths)]}
+    sp_size = int(getattr(self, "ulysses_sequence_parallel_size", 1) or 1)
+    if sp_size > 1:  # Ulysses: each rank holds one slice of the packed tokens, the rows are not its own
+        return {"layout": "packed", "sp_size": sp_size}
+    return {"layout": "packed", "rows": [
+        {"batch_index": 0, "offset": start, "tokens": length} for start, length in zip(offsets, lengths)]}
+'''
+
+MEGATRON_DUMP_LAYOUT = '''
+def _dump_layout(self, micro_batch):
+    """rlpatch (msprobe): where each request's tokens sit in this micro-batch's module activations."""
+    # Megatron's modules run [sequence, batch, ...] activations: "token_dim": 0, a request's tokens
+    # are t[offset : offset + tokens, batch_index]. Packed (thd, use_remove_padding): the engine's
+    # preprocess pads each request to a multiple of the TP size and puts them back to back, so each
+    # starts at the padded cumulative offset; padded (bshd): one batch column per request. With
+    # context parallelism each rank holds zigzag chunks of every request: no rows. With sequence
+    # parallelism the norms and the residual stream hold 1/TP of the tokens on each rank.
+    input_ids = micro_batch.get("input_ids", None) if hasattr(micro_batch, "get") else None
+    if not getattr(input_ids, "is_nested", False):
+        return {}
+    from megatron.core import parallel_state
+
+    offsets = [int(offset) for offset in input_ids.offsets().tolist()]
+    lengths = [end - start for start, end in zip(offsets, offsets[1:])]
+    tp_size = parallel_state.get_tensor_model_parallel_world_size()
+    cp_size = parallel_state.get_context_parallel_world_size()
+    packed = bool(getattr(getattr(self, "engine_config", None), "use_remove_padding", True))
+    fields = {"layout": "packed" if packed else "padded", "token_dim": 0, "tp_size": tp_size,
+              "sequence_parallel": bool(getattr(getattr(self, "tf_config", None), "sequence_parallel", False))}
+    if cp_size > 1:
+        return {**fields, "cp_size": cp_size}
+    if not packed:
+        return {**fields, "rows": [
+            {"batch_index": index, "offset": 0, "tokens": length} for index, length in enumerate(lengths)]}
+    rows = []
+    start = 0
+    for length in lengths:
+        rows.append({"batch_index": 0, "offset": start, "tokens": length})
+        start += length + (-length) % tp_size
+    return {**fields, "rows": rows}
 '''
 
 FINISH_DUMP_STEP = '''
@@ -285,6 +357,18 @@ PATCHED_DEBUGGER_METHODS = r'''
             "request_ids": request_ids,
             "num_requests": len(request_ids),
         }
+        # Where each request's tokens sit in the module activations ("layout", "rows" in row order);
+        # a surprise becomes "rows_error" in the record: a log line never stops training.
+        try:
+            layout = self._dump_layout(micro_batch)
+            rows = layout.get("rows")
+            if rows is not None and len(rows) != len(request_ids):
+                raise ValueError(f"{len(rows)} rows for {len(request_ids)} request ids")
+            for row, request_id in zip(rows or [], request_ids):
+                row["request_id"] = request_id
+        except Exception as error:
+            layout = {"rows_error": f"{type(error).__name__}: {error}"}
+        record.update(layout)
         self._update_actor_log.write(json.dumps(record) + "\n")
         self._update_actor_log.flush()
 '''

@@ -4,7 +4,7 @@
 
 What it inserts into `verl/workers/engine/fsdp/transformer_impl.py`:
 - `FSDPEngine.__init__`: `self._debugger = None` right after `super().__init__()`;
-- `FSDPEngine`: the methods `_ensure_debugger` and `_log_update_actor_step`, after `__init__`;
+- `FSDPEngine`: the methods `_ensure_debugger`, `_log_update_actor_step` and `_dump_layout`, after `__init__`;
 - `FSDPEngine.forward_backward_batch`: before the micro-batch loop, whether this pass is dumped;
   in the loop, `self._debugger.start(model=self.module)` before the `with` that runs
   `self.forward_step(...)`, and after it (forward and backward done) the log record, `stop()` and
@@ -16,9 +16,20 @@ What it inserts into `verl/workers/engine/fsdp/transformer_impl.py`:
 
 Each dumped micro-batch appends to `{dump_path}/{pid}/update_actor_log.jsonl`:
 `{"source": "verl_engine", "phase": "log_prob"|"update_actor", "timestamp", "pid", "rank", "step",
-"request_ids", "num_requests"}`. A step or rank msprobe does not dump (outside its config's `step` /
-`rank` lists) is not logged. (Before this shape: `"source": "update_actor"` for every pass, no phase.)
-Checked on the real verl 0.9.1 on CPU (tests/test_rehearsal_training.py).
+"request_ids", "num_requests", "layout", "rows"}`. A step or rank msprobe does not dump (outside its config's
+`step` / `rank` lists) is not logged. (Before this shape: `"source": "update_actor"` for every pass, no phase.)
+Checked on the real verl 0.9.1 on CPU (tests/test_rehearsal_training.py, tests/test_rehearsal_packing.py).
+
+`layout` and `rows` say where each request's tokens sit in the module activations. verl 0.9's
+micro-batch holds nested (jagged) `input_ids`; `prepare_model_inputs` runs them either packed
+(`use_remove_padding`, the micro-batch's own switch): `[1, total_tokens, ...]`, the requests back to
+back in row order (`"layout": "packed"`, rows `{"request_id", "batch_index": 0, "offset": the
+cumulative start, "tokens"}`), or right-padded to `[batch, longest, ...]` with an attention mask
+(`"layout": "padded"`, `batch_index` = the row, `offset` 0). With `PROMPTS_ONLY=1` `tokens` is the
+prompt length. With Ulysses sequence parallelism each rank holds a slice of the packed tokens: the
+record says `"sp_size"` and has no rows. Engines whose micro-batch has no nested `input_ids` (before
+verl 0.9) log no layout; a micro-batch whose rows do not match its request ids logs `rows_error`
+(logging never stops training).
 
 Switches at run time: `DUMP_ON=1`, `DUMP_PHASE=log_prob|update_actor|all`,
 `MSPROBE_ACTOR_CONFIG=/path/config.json`. Nothing changes while `DUMP_ON` is unset, and msprobe
@@ -60,13 +71,38 @@ from . import _engine_dump as common
 
 PATH = "verl/workers/engine/fsdp/transformer_impl.py"
 
+# The FSDP engine's `_dump_layout`, as it reads in a patched engine class (pinned, as
+# common.PATCHED_DEBUGGER_METHODS is).
+PATCHED_DUMP_LAYOUT = r'''
+    def _dump_layout(self, micro_batch):
+        """rlpatch (msprobe): where each request's tokens sit in this micro-batch's module activations."""
+        # prepare_model_inputs runs the nested (jagged) input_ids either packed, [1, total_tokens] with
+        # the requests back to back (use_remove_padding), or right-padded to [batch, longest] with an
+        # attention mask, each request from position 0 of its own row.
+        input_ids = micro_batch.get("input_ids", None) if hasattr(micro_batch, "get") else None
+        if not getattr(input_ids, "is_nested", False):
+            return {}
+        offsets = [int(offset) for offset in input_ids.offsets().tolist()]
+        lengths = [end - start for start, end in zip(offsets, offsets[1:])]
+        # The micro-batch's own switch, read as prepare_model_inputs reads it (absent: packed).
+        packed = micro_batch.get("use_remove_padding", True)
+        if not getattr(packed, "data", packed):
+            return {"layout": "padded", "rows": [
+                {"batch_index": index, "offset": 0, "tokens": length} for index, length in enumerate(lengths)]}
+        sp_size = int(getattr(self, "ulysses_sequence_parallel_size", 1) or 1)
+        if sp_size > 1:  # Ulysses: each rank holds one slice of the packed tokens, the rows are not its own
+            return {"layout": "packed", "sp_size": sp_size}
+        return {"layout": "packed", "rows": [
+            {"batch_index": 0, "offset": start, "tokens": length} for start, length in zip(offsets, lengths)]}
+'''
+
 # What FSDPEngine becomes in every good case up to forward_backward_batch (the head of each `expected`).
 _PATCHED_ENGINE = r'''
 class FSDPEngine:
     def __init__(self):
         super().__init__()
         self._debugger = None
-''' + common.PATCHED_DEBUGGER_METHODS
+''' + common.PATCHED_DEBUGGER_METHODS + PATCHED_DUMP_LAYOUT
 
 # Good: the two loop shapes verl has shipped (0.6-0.8, and 0.9 with enumerate and sync contexts).
 VALID = [
@@ -284,8 +320,8 @@ class VerlEngineFsdp(common.EngineDumpRule):
             Insertion(init_block, super_init, "after", parse_statements(common.DEBUGGER_STATE), "FSDPEngine.__init__: debugger state"),
             Insertion(
                 body_of(engine), init, "after",
-                common.methods(common.ENSURE_DEBUGGER, common.LOG_UPDATE_ACTOR_STEP),
-                "FSDPEngine: _ensure_debugger and _log_update_actor_step methods",
+                common.methods(common.ENSURE_DEBUGGER, common.LOG_UPDATE_ACTOR_STEP, common.FSDP_DUMP_LAYOUT),
+                "FSDPEngine: _ensure_debugger, _log_update_actor_step and _dump_layout methods",
             ),
             Insertion(loop_block, loop, "before", parse_statements(_DECIDE), "forward_backward_batch: before the micro-batch loop"),
             Insertion(with_block, forward_with, "before", parse_statements(_START), "micro-batch loop: start before the forward"),

@@ -4,7 +4,8 @@
 
 What it inserts into `verl/workers/engine/megatron/transformer_impl.py`:
 - `MegatronEngine.__init__`: debugger state after `super().__init__()`;
-- `MegatronEngine`: `_ensure_debugger`, `_log_update_actor_step`, `_finish_dump_step` after `__init__`;
+- `MegatronEngine`: `_ensure_debugger`, `_log_update_actor_step`, `_dump_layout`, `_finish_dump_step`
+  after `__init__`;
 - `MegatronEngine.forward_backward_batch`: `self._dump_should_record` set right before
   `losses_reduced = forward_backward_func(...)` and cleared right after it;
 - `MegatronEngineWithLMHead.forward_step`: `start(model=model)` (the chunk being run) before each
@@ -13,6 +14,15 @@ What it inserts into `verl/workers/engine/megatron/transformer_impl.py`:
   so LoRA's reference pass (the actor with its adapter off, `ref_in_actor`) is not dumped (see
   verl-engine-fsdp). Log records: `{"source": "verl_engine", "phase", ...}` as for FSDP; a step or rank
   outside msprobe's `step` / `rank` lists is not logged.
+Records also carry `layout` and `rows` (see verl-engine-fsdp), read from the micro-batch's nested
+  `input_ids` as verl 0.9.1's engine lays them out (read from its code, not run): Megatron's modules
+  run `[sequence, batch, ...]` activations, so records say `"token_dim": 0` and a request's tokens are
+  `t[offset : offset + tokens, batch_index]`; packed (thd, `engine_config.use_remove_padding`), each
+  request is padded to a multiple of the TP size (`preprocess_thd_engine`) and `offset` is the padded
+  cumulative start; padded (bshd), `batch_index` is its column and `offset` 0. Also `tp_size` and
+  `sequence_parallel` (then norms and the residual stream hold 1/TP of the tokens per rank). With
+  context parallelism (zigzag chunks per rank) the record has `cp_size` and no rows; FP8 padding's
+  wider alignment is not modelled.
 Only the last pipeline stage writes log records. `MegatronEngineWithValueHead` (critic) is not
 patched. The Ascend MindSpeed engine inherits these methods, so the patch reaches it.
 
@@ -59,6 +69,42 @@ from . import _engine_dump as common
 
 PATH = "verl/workers/engine/megatron/transformer_impl.py"
 
+# The Megatron engine's `_dump_layout`, as it reads in a patched engine class (pinned, as
+# common.PATCHED_DEBUGGER_METHODS is).
+PATCHED_DUMP_LAYOUT = r'''
+    def _dump_layout(self, micro_batch):
+        """rlpatch (msprobe): where each request's tokens sit in this micro-batch's module activations."""
+        # Megatron's modules run [sequence, batch, ...] activations: "token_dim": 0, a request's tokens
+        # are t[offset : offset + tokens, batch_index]. Packed (thd, use_remove_padding): the engine's
+        # preprocess pads each request to a multiple of the TP size and puts them back to back, so each
+        # starts at the padded cumulative offset; padded (bshd): one batch column per request. With
+        # context parallelism each rank holds zigzag chunks of every request: no rows. With sequence
+        # parallelism the norms and the residual stream hold 1/TP of the tokens on each rank.
+        input_ids = micro_batch.get("input_ids", None) if hasattr(micro_batch, "get") else None
+        if not getattr(input_ids, "is_nested", False):
+            return {}
+        from megatron.core import parallel_state
+
+        offsets = [int(offset) for offset in input_ids.offsets().tolist()]
+        lengths = [end - start for start, end in zip(offsets, offsets[1:])]
+        tp_size = parallel_state.get_tensor_model_parallel_world_size()
+        cp_size = parallel_state.get_context_parallel_world_size()
+        packed = bool(getattr(getattr(self, "engine_config", None), "use_remove_padding", True))
+        fields = {"layout": "packed" if packed else "padded", "token_dim": 0, "tp_size": tp_size,
+                  "sequence_parallel": bool(getattr(getattr(self, "tf_config", None), "sequence_parallel", False))}
+        if cp_size > 1:
+            return {**fields, "cp_size": cp_size}
+        if not packed:
+            return {**fields, "rows": [
+                {"batch_index": index, "offset": 0, "tokens": length} for index, length in enumerate(lengths)]}
+        rows = []
+        start = 0
+        for length in lengths:
+            rows.append({"batch_index": 0, "offset": start, "tokens": length})
+            start += length + (-length) % tp_size
+        return {**fields, "rows": rows}
+'''
+
 # What MegatronEngine becomes in every good case up to forward_backward_batch (the head of each `expected`).
 _PATCHED_ENGINE = r'''
 class MegatronEngine:
@@ -66,7 +112,7 @@ class MegatronEngine:
         super().__init__()
         self._debugger = None
         self._dump_should_record = False
-''' + common.PATCHED_DEBUGGER_METHODS + r'''
+''' + common.PATCHED_DEBUGGER_METHODS + PATCHED_DUMP_LAYOUT + r'''
     def _finish_dump_step(self, batch):
         """rlpatch (msprobe): close one micro-batch's dump: log it (last pipeline stage only), stop, step."""
         try:
@@ -320,7 +366,8 @@ class VerlEngineMegatron(common.EngineDumpRule):
             Insertion(init_block, super_init, "after", parse_statements(_STATE), "MegatronEngine.__init__: debugger state"),
             Insertion(
                 body_of(engine), init, "after",
-                common.methods(common.ENSURE_DEBUGGER, common.LOG_UPDATE_ACTOR_STEP, common.FINISH_DUMP_STEP),
+                common.methods(common.ENSURE_DEBUGGER, common.LOG_UPDATE_ACTOR_STEP, common.MEGATRON_DUMP_LAYOUT,
+                               common.FINISH_DUMP_STEP),
                 "MegatronEngine: _ensure_debugger, _log_update_actor_step, _finish_dump_step methods",
             ),
             Insertion(call_block, call, "before", parse_statements(_DECIDE), "forward_backward_batch: decide before forward_backward_func"),

@@ -9,12 +9,29 @@ The rule adds `vllm_ascend/worker/dispatch_logger.py` (class `DispatchLogger`, w
 - `__init__`: `self._dispatch_logger = None` where the runner resets its debugger, and a logger
   right after the runner creates its own `PrecisionDebugger` (not for the ACL graph dumper).
 - `_finish_msprobe_step(self, scheduler_output)`: logs the step when a debugger is active and
-  msprobe's service has not stopped.
+  msprobe's service has not stopped, passing the runner itself so the logger reads its input batch.
 - a call to it right before every place the runner closes a dump step: each
   `self.debugger.stop()` in 0.12 .. 0.19, each `self._finalize_dump_data()` from 0.20.2rc1
   (except `_finalize_dump_data(dump=False)` in `_dummy_run`, which ends a dummy run). One hook per
   stop site: `verify` reports `partial` when a stop site has no hook. `scheduler_output` must be
   a bound local at each site; the rule refuses otherwise.
+
+Each record: `source`, `timestamp`, `pid`, `rank`, `step`, `phase`, `total_num_scheduled_tokens`,
+`requests` (new then cached, as the scheduler lists them), `scheduler_order` (the order of
+`scheduler_output.num_scheduled_tokens`), and, when the runner has an input batch, `rows`
+(`request_id`, `type`, `offset`, `tokens`, `computed`) in the runner's row order with
+`rows_source: "input_batch"`; `tp_rank`, `tp_size`, `tp_ranks` when the TP group is known.
+
+A step's activations are `[num_tokens, ...]`, the requests packed along dim 0 in the order of
+`self.input_batch.req_ids`: vLLM's `_update_states` (which 0.23.0's runner calls first in
+`execute_model`) ends by reordering that batch for the attention backend (Ascend: decodes first, by
+swapping rows), so it is not the scheduler's order. Nothing reorders it between the forward and the
+stop sites, so the order read there is the one the model ran. `computed` comes from the scheduler
+output (`num_computed_tokens` of each new and cached request, what `_update_states` copies into
+`input_batch.num_computed_tokens_cpu`, the base of the positions); a prefill chunk covers prompt
+positions `[computed, computed + tokens)`. A runner without an input batch gives records without
+rows; rows that do not add up to the step's token count give `rows_error` instead: logging never
+stops the server.
 
 ## Why
 
@@ -93,14 +110,14 @@ class NPUModelRunner:
             self._dispatch_logger = DispatchLogger.for_debugger(self.debugger)
 
     def _finish_msprobe_step(self, scheduler_output):
-        """rlpatch: record the requests of the step msprobe is about to close (dispatch_log.jsonl)."""
+        """rlpatch: log the step msprobe is about to close, in the runner's row order (dispatch_log.jsonl)."""
         dispatch_logger = getattr(self, "_dispatch_logger", None)
         if dispatch_logger is None or self.debugger is None:
             return
         if not getattr(self, "_debugger_started", True):
             # 0.20.2rc1+: no dump step is open, _finalize_dump_data will not stop anything.
             return
-        dispatch_logger.log_debugger_step(self.debugger, scheduler_output, getattr(self, "attn_state", None))
+        dispatch_logger.log_debugger_step(self.debugger, scheduler_output, getattr(self, "attn_state", None), self)
 '''
 VALID: list[PatchCase] = [
     # inline stops (0.12 .. 0.19)
@@ -245,14 +262,14 @@ self._dispatch_logger = DispatchLogger.for_debugger(self.debugger)
 
 _FINISH_STEP = '''\
 def _finish_msprobe_step(self, scheduler_output):
-    """rlpatch: record the requests of the step msprobe is about to close (dispatch_log.jsonl)."""
+    """rlpatch: log the step msprobe is about to close, in the runner's row order (dispatch_log.jsonl)."""
     dispatch_logger = getattr(self, "_dispatch_logger", None)
     if dispatch_logger is None or self.debugger is None:
         return
     if not getattr(self, "_debugger_started", True):
         # 0.20.2rc1+: no dump step is open, _finalize_dump_data will not stop anything.
         return
-    dispatch_logger.log_debugger_step(self.debugger, scheduler_output, getattr(self, "attn_state", None))
+    dispatch_logger.log_debugger_step(self.debugger, scheduler_output, getattr(self, "attn_state", None), self)
 '''
 
 _HOOK = "self._finish_msprobe_step(scheduler_output)\n"

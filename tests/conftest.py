@@ -126,3 +126,26 @@ def rehearsal_training(tmp_path_factory: pytest.TempPathFactory):
     scenarios = training_scenarios()
     sides = run_training_sides(tmp_path_factory.mktemp("rehearsal"), scenarios)
     return {scenario.name: scenario for scenario in scenarios}, sides
+
+
+@pytest.fixture(scope="session")
+def rehearsal_vllm_ascend(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The released vLLM-Ascend 0.23.0 wheel patched by `rlpatch apply --mode consistency` (once per session)."""
+    from rehearsal_support import patched_vllm_ascend
+
+    return patched_vllm_ascend(tmp_path_factory.mktemp("vllm_ascend"))
+
+
+@pytest.fixture(scope="session")
+def rehearsal_packing(rehearsal_training, rehearsal_vllm_ascend: Path, tmp_path_factory: pytest.TempPathFactory):
+    """The packing rehearsal's dumps (rehearsal_support.PackingDumps): inference `infer[variant]` for packed
+    TP1, single, tp2, batch-fault (packed and single) and tp-shard-fault; training `train[name]` for
+    pack-mb2, pack-mb1 and padded-mb2, on the same four requests."""
+    from rehearsal_support import PACK_SCENARIOS, packing_dumps
+
+    scenarios, sides = rehearsal_training
+    packed = scenarios["pack-mb2"]
+    requests = list(zip(packed.request_ids, map(list, packed.prompts), strict=True))
+    train = {name: sides[name].dump_path for name in PACK_SCENARIOS}
+    return packing_dumps(rehearsal_vllm_ascend, tmp_path_factory.mktemp("packing"), sides[packed.name].model_dir,
+                         requests, train)

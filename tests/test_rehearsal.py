@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from conftest import REHEARSAL_MODULES, run_cli
-from rehearsal_support import VLLM_SUFFIX, InferenceSide, inference_side, patched_vllm_ascend
+from rehearsal_support import VLLM_SUFFIX, InferenceSide, inference_side
 
 for _module in REHEARSAL_MODULES:
     pytest.importorskip(_module)
@@ -29,8 +29,8 @@ CHAINS = ["fsdp2-ws1-steps", "fsdp1-ws2"]
 
 
 @pytest.fixture(scope="module")
-def vllm_ascend(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return patched_vllm_ascend(tmp_path_factory.mktemp("vllm_ascend"))
+def vllm_ascend(rehearsal_vllm_ascend: Path) -> Path:
+    return rehearsal_vllm_ascend
 
 
 @pytest.fixture(scope="module")

@@ -30,7 +30,7 @@ from rehearsal.training import QWEN2_CONFIG, Scenario, TrainingSide  # noqa: E40
 
 pytestmark = pytest.mark.runtime
 
-RECORD_KEYS = {"source", "phase", "timestamp", "pid", "rank", "step", "request_ids", "num_requests"}
+RECORD_KEYS = {"source", "phase", "timestamp", "pid", "rank", "step", "request_ids", "num_requests", "layout", "rows"}
 FIRST_MODULE = "model.embed_tokens.Embedding.forward.0"
 
 
@@ -82,6 +82,9 @@ def test_each_record_names_a_request_and_a_prompt_only_dump(sides, scenarios, na
         assert (dump["task"], dump["level"]) == ("tensor", "L0")
         # PROMPTS_ONLY=1: the engine's forward saw this request's prompt, nothing of its response.
         assert _first_input_shape(dump) == [1, len(prompt_of[record["request_ids"][0]])]
+        assert record["layout"] == "packed" and record["rows"] == [
+            {"batch_index": 0, "offset": 0, "tokens": len(prompt_of[record["request_ids"][0]]),
+             "request_id": record["request_ids"][0]}]
     assert {rank for record in records for rank in [record["rank"]]} == set(range(scenario.world_size))
     # What the trainer stored for the response tokens: zeros (the response was not run).
     assert side.stored["old_log_probs"] == [[0.0] * 3] * len(scenario.request_ids)

@@ -20,6 +20,7 @@ import textwrap
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 
+import numpy as np
 import pytest
 from conftest import FIXTURES, run_cli
 
@@ -226,8 +227,10 @@ def test_dispatch_logger_records_prefill_and_decode(tmp_path: Path, cached_form)
     logger.log_step(decode, AttentionState.DecodeOnly, 2)
     records = _records(tmp_path / "dump" / "4242" / "dispatch_log.jsonl")
     assert [set(record) for record in records] == [
-        {"source", "timestamp", "pid", "rank", "step", "phase", "total_num_scheduled_tokens", "requests"}
-    ] * 3
+        {"source", "timestamp", "pid", "rank", "step", "phase", "total_num_scheduled_tokens", "requests",
+         "scheduler_order"}
+    ] * 3  # no runner: no rows, no TP group
+    assert records[1]["scheduler_order"] == ["a", "b", "c"]
     assert all(r["source"] == "dispatch_logger" and r["pid"] == 4242 and r["rank"] == 1 for r in records)
     assert [(r["step"], r["phase"], r["total_num_scheduled_tokens"]) for r in records] == [
         (0, "prefill", 8),
@@ -240,6 +243,65 @@ def test_dispatch_logger_records_prefill_and_decode(tmp_path: Path, cached_form)
         {"request_id": "b", "type": "cached", "tokens": 1},
     ]
     assert isinstance(records[0]["timestamp"], float)
+
+
+def _input_batch(req_ids: list[str], computed: list[int]) -> SimpleNamespace:
+    # vllm.v1.worker.gpu_input_batch.InputBatch: the persistent batch, rows in the order the runner packs them
+    return SimpleNamespace(req_ids=req_ids, num_reqs=len(req_ids), num_computed_tokens_cpu=np.array(computed))
+
+
+def _cached_with_computed(req_ids: list[str], computed: list[int]) -> SimpleNamespace:
+    return SimpleNamespace(req_ids=req_ids, num_computed_tokens=computed, new_token_ids=[[] for _ in req_ids])
+
+
+def test_dispatch_logger_rows_follow_the_input_batch_not_the_scheduler(tmp_path: Path) -> None:
+    """A chunked prefill `a` (8 of 12 prompt tokens done) scheduled before decode `b`: the scheduler's dict lists
+    a, b, c; Ascend attention swapped the decode to the front of the input batch, so the rows are b, a, c."""
+    logger = _logger_module(tmp_path).DispatchLogger(str(tmp_path / "dump"), 4242, 0)
+    output = _scheduler_output([_new_request("c", 3)], _cached_with_computed(["a", "b"], [8, 5]),
+                               {"a": 4, "b": 1, "c": 3})
+    runner = SimpleNamespace(input_batch=_input_batch(["b", "a", "c"], [5, 8, 0]))
+    record = logger.log_step(output, AttentionState.ChunkedPrefill, 0, runner=runner)
+    assert record["scheduler_order"] == ["a", "b", "c"] and record["rows_source"] == "input_batch"
+    assert record["rows"] == [
+        {"request_id": "b", "type": "cached", "offset": 0, "tokens": 1, "computed": 5},
+        {"request_id": "a", "type": "cached", "offset": 1, "tokens": 4, "computed": 8},
+        {"request_id": "c", "type": "new", "offset": 5, "tokens": 3, "computed": 0},
+    ]
+
+
+def test_dispatch_logger_reads_computed_from_the_input_batch_when_the_scheduler_has_none(tmp_path: Path) -> None:
+    logger = _logger_module(tmp_path).DispatchLogger(str(tmp_path / "dump"), 4242, 0)
+    output = _scheduler_output([], _cached(["a", "b"]), {"a": 1, "b": 1})
+    record = logger.log_step(output, AttentionState.DecodeOnly, 0,
+                             runner=SimpleNamespace(input_batch=_input_batch(["b", "a"], [6, 4])))
+    assert [(r["request_id"], r["offset"], r["computed"]) for r in record["rows"]] == [("b", 0, 6), ("a", 1, 4)]
+
+
+def test_dispatch_logger_never_stops_the_server_for_its_rows(tmp_path: Path) -> None:
+    """No input batch: a record without rows. An input batch that does not cover the step: rows_error, no rows."""
+    logger = _logger_module(tmp_path).DispatchLogger(str(tmp_path / "dump"), 4242, 0)
+    output = _scheduler_output([], _cached(["a", "b"]), {"a": 1, "b": 1})
+    bare = logger.log_step(output, AttentionState.DecodeOnly, 0, runner=SimpleNamespace())
+    assert "rows" not in bare and "rows_source" not in bare and "rows_error" not in bare
+    short = logger.log_step(output, AttentionState.DecodeOnly, 1, runner=SimpleNamespace(input_batch=_input_batch(["a"], [3])))
+    assert "rows" not in short and "1 request(s), 1 token(s); the scheduler sent 2 request(s), 2 token(s)" in short["rows_error"]
+    broken = logger.log_step(output, AttentionState.DecodeOnly, 2, runner=SimpleNamespace(input_batch=SimpleNamespace(req_ids=7)))
+    assert "rows" not in broken and broken["rows_error"].startswith("TypeError")
+
+
+def test_dispatch_logger_tp_group_from_vllm_parallel_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    group = SimpleNamespace(rank_in_group=1, world_size=2, ranks=[2, 3])
+    state = ModuleType("vllm.distributed.parallel_state")
+    state.get_tp_group = lambda: group  # type: ignore[attr-defined]
+    distributed = ModuleType("vllm.distributed")
+    distributed.parallel_state = state  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "vllm", ModuleType("vllm"))
+    monkeypatch.setitem(sys.modules, "vllm.distributed", distributed)
+    monkeypatch.setitem(sys.modules, "vllm.distributed.parallel_state", state)
+    logger = _logger_module(tmp_path).DispatchLogger(str(tmp_path / "dump"), 4242, 3)
+    record = logger.log_step(_scheduler_output([], _cached(["a"]), {"a": 1}), AttentionState.DecodeOnly, 0)
+    assert (record["tp_rank"], record["tp_size"], record["tp_ranks"]) == (1, 2, [2, 3])
 
 
 def test_dispatch_logger_needs_a_dump_path(tmp_path: Path) -> None:
@@ -319,6 +381,8 @@ VLLM_DRIVER = textwrap.dedent(
 
     torch.manual_seed(0)
     runner = NPUModelRunner(torch.nn.Sequential(torch.nn.Embedding(16, 8), torch.nn.Linear(8, 16)), sys.argv[1] or None)
+    # vLLM's persistent input batch, rows in the runner's order (b before a), as _update_states leaves it
+    runner.input_batch = NS(req_ids=["b", "a"], num_reqs=2, num_computed_tokens_cpu=[0, 0])
     runner.execute_model(output(["a", "b"], [], {"a": 3, "b": 2}), torch.tensor([1, 2, 3, 4, 5]))
     runner.sample_tokens()
     if hasattr(runner, "_dummy_run"):  # 0.20.2rc1+: a dummy run ends with _finalize_dump_data(dump=False)
@@ -365,6 +429,9 @@ def test_patched_runner_logs_every_dumped_step(vllm_ascend_tree: Path, tmp_path:
     assert not list(dump_path.glob("step*"))
     assert [[q["request_id"] for q in r["requests"]] for r in records] == [["a", "b"], ["a", "b"], ["a"]]
     assert records[0]["requests"][0] == {"request_id": "a", "type": "new", "tokens": 3}
+    # The patched stop sites hand the runner to the logger: rows follow its input batch, not the scheduler.
+    assert [(r["request_id"], r["offset"], r["tokens"]) for r in records[0]["rows"]] == [("b", 0, 2), ("a", 2, 3)]
+    assert records[0]["scheduler_order"] == ["a", "b"] and records[0]["rows_source"] == "input_batch"
 
 
 def test_patched_runner_without_dump_config_has_no_logger(vllm_ascend_tree: Path) -> None:

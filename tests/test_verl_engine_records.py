@@ -62,13 +62,16 @@ class _Debugger:
         self.service = service
 
 
-def _engine(tmp_path: Path, service: _Service) -> Any:
+def _engine(tmp_path: Path, service: _Service, layout: str = common.FSDP_DUMP_LAYOUT, **attributes: Any) -> Any:
     namespace: dict[str, Any] = {}
-    exec(textwrap.dedent(common.ENSURE_DEBUGGER) + textwrap.dedent(common.LOG_UPDATE_ACTOR_STEP), namespace)
-    engine = types.SimpleNamespace(_debugger=_Debugger(service), engine_config=types.SimpleNamespace(forward_only=False))
+    exec(textwrap.dedent(common.ENSURE_DEBUGGER) + textwrap.dedent(common.LOG_UPDATE_ACTOR_STEP)
+         + textwrap.dedent(layout), namespace)
+    engine = types.SimpleNamespace(_debugger=_Debugger(service), **{
+        "engine_config": types.SimpleNamespace(forward_only=False), **attributes})
     engine._update_actor_log = (tmp_path / "update_actor_log.jsonl").open("a", encoding="utf-8")
     engine.ensure = types.MethodType(namespace["_ensure_debugger"], engine)
     engine.log = types.MethodType(namespace["_log_update_actor_step"], engine)
+    engine._dump_layout = types.MethodType(namespace["_dump_layout"], engine)
     return engine
 
 
@@ -93,6 +96,83 @@ def test_record_shape_and_phase(tmp_path: Path, dumping: None) -> None:
     assert [(r["source"], r["phase"], r["step"], r["request_ids"]) for r in records] == [
         ("verl_engine", "log_prob", 0, ["a" * 32]), ("verl_engine", "update_actor", 1, ["b" * 32])]
     assert set(records[0]) == {"source", "phase", "timestamp", "pid", "rank", "step", "request_ids", "num_requests"}
+
+
+def _micro_batch(lengths: list[int], remove_padding: bool | None = None) -> Any:
+    """A verl 0.9 micro-batch: request ids and nested (jagged) input_ids, as prepare_micro_batches gives them."""
+    import torch
+    from tensordict import NonTensorData, NonTensorStack, TensorDict
+
+    input_ids = torch.nested.nested_tensor([torch.arange(3, 3 + n) for n in lengths], layout=torch.jagged)
+    batch = TensorDict({"input_ids": input_ids}, batch_size=[len(lengths)])
+    batch["request_id"] = NonTensorStack.from_list([f"r{n}" for n in range(len(lengths))])
+    if remove_padding is not None:
+        batch["use_remove_padding"] = NonTensorData(remove_padding)
+    return batch
+
+
+def _one_record(engine: Any, micro_batch: Any, tmp_path: Path) -> dict[str, Any]:
+    engine.ensure(True)
+    engine.log(micro_batch)
+    engine._update_actor_log.close()
+    (record,) = _records(tmp_path)
+    return record
+
+
+@pytest.mark.parametrize("remove_padding", [None, True])
+def test_fsdp_packed_micro_batch_rows_are_back_to_back(tmp_path: Path, dumping: None, remove_padding) -> None:
+    pytest.importorskip("tensordict")
+    record = _one_record(_engine(tmp_path, _Service([], [])), _micro_batch([4, 3, 5], remove_padding), tmp_path)
+    assert record["layout"] == "packed" and record["request_ids"] == ["r0", "r1", "r2"]
+    assert record["rows"] == [{"batch_index": 0, "offset": 0, "tokens": 4, "request_id": "r0"},
+                              {"batch_index": 0, "offset": 4, "tokens": 3, "request_id": "r1"},
+                              {"batch_index": 0, "offset": 7, "tokens": 5, "request_id": "r2"}]
+
+
+def test_fsdp_padded_micro_batch_rows_start_at_zero(tmp_path: Path, dumping: None) -> None:
+    pytest.importorskip("tensordict")
+    record = _one_record(_engine(tmp_path, _Service([], [])), _micro_batch([4, 3], False), tmp_path)
+    assert record["layout"] == "padded"
+    assert [(r["request_id"], r["batch_index"], r["offset"], r["tokens"]) for r in record["rows"]] == [
+        ("r0", 0, 0, 4), ("r1", 1, 0, 3)]
+
+
+def test_fsdp_ulysses_gives_no_rows(tmp_path: Path, dumping: None) -> None:
+    pytest.importorskip("tensordict")
+    engine = _engine(tmp_path, _Service([], []), ulysses_sequence_parallel_size=2)
+    record = _one_record(engine, _micro_batch([4, 3], True), tmp_path)
+    assert (record["layout"], record["sp_size"]) == ("packed", 2) and "rows" not in record
+
+
+@pytest.mark.parametrize(("remove_padding", "expected"), [
+    (True, ("packed", [(0, 0, 5), (0, 6, 3), (0, 10, 2)])),  # each request padded to a multiple of TP=2
+    (False, ("padded", [(0, 0, 5), (1, 0, 3), (2, 0, 2)]))])
+def test_megatron_rows_follow_the_tp_aligned_packing(tmp_path: Path, dumping: None, monkeypatch: pytest.MonkeyPatch,
+                                                     remove_padding: bool, expected) -> None:
+    pytest.importorskip("tensordict")
+    state = types.ModuleType("megatron.core.parallel_state")
+    state.get_tensor_model_parallel_world_size = lambda: 2  # type: ignore[attr-defined]
+    state.get_context_parallel_world_size = lambda: 1  # type: ignore[attr-defined]
+    core = types.ModuleType("megatron.core")
+    core.parallel_state = state  # type: ignore[attr-defined]
+    for name, module in (("megatron", types.ModuleType("megatron")), ("megatron.core", core),
+                         ("megatron.core.parallel_state", state)):
+        monkeypatch.setitem(__import__("sys").modules, name, module)
+    engine = _engine(tmp_path, _Service([], []), common.MEGATRON_DUMP_LAYOUT,
+                     engine_config=types.SimpleNamespace(forward_only=False, use_remove_padding=remove_padding),
+                     tf_config=types.SimpleNamespace(sequence_parallel=True))
+    record = _one_record(engine, _micro_batch([5, 3, 2]), tmp_path)
+    assert (record["layout"], record["token_dim"], record["tp_size"], record["sequence_parallel"]) == (
+        expected[0], 0, 2, True)
+    assert [(r["batch_index"], r["offset"], r["tokens"]) for r in record["rows"]] == expected[1]
+
+
+def test_a_surprising_micro_batch_gives_rows_error_not_a_crash(tmp_path: Path, dumping: None) -> None:
+    pytest.importorskip("tensordict")
+    batch = _micro_batch([4, 3], True)
+    del batch["request_id"]  # a micro-batch without request ids: rows that name nothing
+    record = _one_record(_engine(tmp_path, _Service([], [])), batch, tmp_path)
+    assert record["rows_error"] == "ValueError: 2 rows for 0 request ids" and "rows" not in record
 
 
 def test_steps_and_ranks_msprobe_does_not_dump_are_not_logged(tmp_path: Path, dumping: None) -> None:

@@ -15,11 +15,19 @@ runner class. `DispatchLogger` is imported from the file `rlpatch apply` created
 step then runs as a stop site of the patched file runs it: `_start_dump_data()`, the model, then
 `self._finish_msprobe_step(scheduler_output)` right before `self._finalize_dump_data()`.
 
-torch.distributed is initialised (gloo, world size 1), as in a TP=1 rollout replica: msprobe names the
-folder `rank0` in every replica, which is what makes replicas of one node collide without the pid move.
-PLAN: {"init_file": path, "barrier": [folder, processes] or null, "steps": [{"phase": "prefill"|"decode",
-"requests": [{"request_id", "type": "new"|"cached", "prompt": [token ids]}]}]}. With a barrier, each process
-waits until that many processes reached it, so replicas really dump at the same time.
+torch.distributed is initialised (gloo) with the plan's `world_size` (default 1, a TP=1 rollout replica:
+msprobe names the folder `rank0` in every replica, which is what makes replicas of one node collide
+without the pid move); with 2, the plan's `rank` is this process's TP rank and the twin holds its
+shards (vllm_twin). The runner's `input_batch` (req_ids in row order, num_computed_tokens_cpu) and
+`parallel_config.tensor_parallel_size` are set as vLLM's `_update_states` leaves them, so the patched
+`_finish_msprobe_step` logs the rows the twin ran.
+PLAN: {"init_file": path, "barrier": [folder, processes] or null, "rank": int, "world_size": int,
+"fault": null|"batch"|"tp_shard", "steps": [{"requests": [{"request_id", "type": "new"|"cached",
+"prompt": [token ids], "tokens": n, "computed": c}] in the runner's row order, "scheduler_order":
+[request ids] (the scheduler's dict order; default the row order)}]}. `tokens` and `computed` default
+to a whole prefill (new) or one decode token after the prompt (cached); a prefill chunk gives both.
+With a barrier, each process waits until that many processes reached it, so replicas really dump at
+the same time.
 """
 
 from __future__ import annotations
@@ -34,10 +42,11 @@ import types
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from vllm_twin import from_hf_state_dict
+from vllm_twin import NO_TP, StepRows, TensorParallel, forward_context, from_hf_state_dict, inject_fault
 
 RUNNER_FILE = "vllm_ascend/worker/model_runner_v1.py"
 RUNNER_METHODS = ("_start_dump_data", "_finalize_dump_data", "_finish_msprobe_step")
@@ -54,6 +63,7 @@ class AscendAttentionState(enum.Enum):
 
     PrefillNoCache = 0
     DecodeOnly = 2
+    ChunkedPrefill = 3
 
 
 def _is_name(node: ast.AST, name: str) -> bool:
@@ -94,31 +104,63 @@ def _import_created_logger_package(tree: Path) -> None:
         sys.modules[name] = package
 
 
+def _rows(step: dict[str, Any]) -> list[tuple[dict[str, Any], int, int]]:
+    """(request, tokens, computed) in row order: a whole prefill, a chunk, or one decode token."""
+    rows = []
+    for request in step["requests"]:
+        new = request["type"] == "new"
+        tokens = int(request.get("tokens", len(request["prompt"]) if new else 1))
+        computed = int(request.get("computed", 0 if new else len(request["prompt"])))
+        rows.append((request, tokens, computed))
+    return rows
+
+
 def _scheduler_output(step: dict[str, Any]) -> types.SimpleNamespace:
-    """vllm.v1.core.sched.output.SchedulerOutput's fields the logger reads."""
-    requests = step["requests"]
-    tokens = {r["request_id"]: (len(r["prompt"]) if r["type"] == "new" else 1) for r in requests}
+    """vllm.v1.core.sched.output.SchedulerOutput's fields the logger reads, num_scheduled_tokens in the
+    scheduler's order (not the runner's)."""
+    rows = {request["request_id"]: (request, tokens, computed) for request, tokens, computed in _rows(step)}
+    order = step.get("scheduler_order") or list(rows)
+    new = [rows[r] for r in order if rows[r][0]["type"] == "new"]
+    cached = [rows[r] for r in order if rows[r][0]["type"] == "cached"]
     return types.SimpleNamespace(
-        scheduled_new_reqs=[types.SimpleNamespace(req_id=r["request_id"]) for r in requests if r["type"] == "new"],
-        scheduled_cached_reqs=types.SimpleNamespace(req_ids=[r["request_id"] for r in requests if r["type"] == "cached"]),
-        num_scheduled_tokens=tokens, total_num_scheduled_tokens=sum(tokens.values()))
+        scheduled_new_reqs=[types.SimpleNamespace(req_id=r["request_id"], num_computed_tokens=c) for r, _, c in new],
+        scheduled_cached_reqs=types.SimpleNamespace(req_ids=[r["request_id"] for r, _, _ in cached],
+                                                    num_computed_tokens=[c for _, _, c in cached]),
+        num_scheduled_tokens={r: rows[r][1] for r in order}, total_num_scheduled_tokens=sum(t for _, t, _ in rows.values()))
 
 
-def _step_inputs(step: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
-    """Flattened token ids and positions of a step (vLLM's layout), and the index of each request's last token."""
+def _input_batch(step: dict[str, Any]) -> types.SimpleNamespace:
+    """vLLM's persistent InputBatch as _update_states leaves it for the step: its rows in the runner's order."""
+    rows = _rows(step)
+    return types.SimpleNamespace(req_ids=[r["request_id"] for r, _, _ in rows], num_reqs=len(rows),
+                                 num_computed_tokens_cpu=np.array([c for _, _, c in rows]))
+
+
+def _attn_state(step: dict[str, Any]) -> AscendAttentionState:
+    rows = _rows(step)
+    if all(r["type"] == "cached" and tokens == 1 for r, tokens, _ in rows):
+        return AscendAttentionState.DecodeOnly
+    if all(computed == 0 for _, _, computed in rows):
+        return AscendAttentionState.PrefillNoCache
+    return AscendAttentionState.ChunkedPrefill
+
+
+def _step_inputs(step: dict[str, Any], kv_cache: dict[Any, Any]) -> tuple[torch.Tensor, torch.Tensor, list[int], StepRows]:
+    """Token ids and positions packed in row order (vLLM's layout), each request's last row, the step's rows."""
     ids: list[int] = []
     positions: list[int] = []
     last: list[int] = []
-    for request in step["requests"]:
+    rows: list[tuple[str, int, int, int]] = []
+    for request, tokens, computed in _rows(step):
         prompt = request["prompt"]
-        if request["type"] == "new":
-            ids.extend(prompt)
-            positions.extend(range(len(prompt)))
-        else:  # a decode step: one new token after the prompt
-            ids.append(prompt[-1])
-            positions.append(len(prompt))
+        rows.append((request["request_id"], len(ids), tokens, computed))
+        if computed + tokens <= len(prompt):  # a prefill or a prefill chunk
+            ids.extend(prompt[computed:computed + tokens])
+        else:  # decode: the twin feeds the prompt's last token again (the same in every variant)
+            ids.extend([prompt[-1]] * tokens)
+        positions.extend(range(computed, computed + tokens))
         last.append(len(ids) - 1)
-    return torch.tensor(ids), torch.tensor(positions), last
+    return torch.tensor(ids), torch.tensor(positions), last, StepRows(rows, kv_cache)
 
 
 def _wait_for_replicas(barrier: list[Any] | None) -> None:
@@ -133,31 +175,36 @@ def _wait_for_replicas(barrier: list[Any] | None) -> None:
         time.sleep(0.05)
 
 
-def load_twin(model_dir: Path) -> torch.nn.Module:
+def load_twin(model_dir: Path, tp: TensorParallel = NO_TP) -> torch.nn.Module:
     from safetensors.torch import load_file
 
     config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
-    return from_hf_state_dict(config, load_file(str(model_dir / "model.safetensors"))).to(torch.bfloat16).eval()
+    return from_hf_state_dict(config, load_file(str(model_dir / "model.safetensors")), tp).to(torch.bfloat16).eval()
 
 
 def main(tree: str, dump_config: str, plan_path: str, model_dir: str) -> None:
     plan = json.loads(Path(plan_path).read_text(encoding="utf-8"))
-    torch.distributed.init_process_group("gloo", init_method=f"file://{plan['init_file']}", rank=0, world_size=1)
+    tp = TensorParallel(int(plan.get("rank", 0)), int(plan.get("world_size", 1)))
+    torch.distributed.init_process_group("gloo", init_method=f"file://{plan['init_file']}", rank=tp.rank,
+                                         world_size=tp.size)
     _import_created_logger_package(Path(tree))
-    model = load_twin(Path(model_dir))
+    model = load_twin(Path(model_dir), tp)
+    inject_fault(model, plan.get("fault"), tp)
     runner = runner_class(Path(tree))()
     runner.ascend_config = types.SimpleNamespace(dump_config_path=dump_config)
     runner.compilation_config = types.SimpleNamespace(cudagraph_mode=CUDAGraphMode.NONE)
+    runner.parallel_config = types.SimpleNamespace(tensor_parallel_size=tp.size)
     runner.model = model
     runner.init_dump()
     _wait_for_replicas(plan.get("barrier"))
+    kv_cache: dict[Any, Any] = {}
     for step in plan["steps"]:
-        ids, positions, last = _step_inputs(step)
+        ids, positions, last, rows = _step_inputs(step, kv_cache)
+        runner.input_batch = _input_batch(step)  # _update_states: the step's rows, decodes first
         runner._start_dump_data()
-        with torch.no_grad():
+        with torch.no_grad(), forward_context(rows):
             model.compute_logits(model(ids, positions)[last])
-        runner.attn_state = (AscendAttentionState.DecodeOnly if step["phase"] == "decode"
-                             else AscendAttentionState.PrefillNoCache)
+        runner.attn_state = _attn_state(step)
         runner._finish_msprobe_step(_scheduler_output(step))
         runner._finalize_dump_data()
     torch.distributed.destroy_process_group()

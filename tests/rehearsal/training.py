@@ -63,6 +63,8 @@ class Scenario:
     lora: bool = False  # LoRA (rank 4): the trainer also runs the reference pass through the actor
     responses: Sequence[Sequence[int]] | None = None  # the rollout's answers (default: 3 tokens each)
     msprobe_steps: Sequence[int] = ()  # msprobe's `step` list (empty: every step)
+    micro_batch: int = 1  # log_prob_micro_batch_size_per_gpu: requests per micro-batch on each rank
+    remove_padding: bool = True  # use_remove_padding: packed [1, total_tokens] (else padded rows)
 
 
 @dataclass(frozen=True)
@@ -156,6 +158,7 @@ def run_training_sides(workdir: Path, scenarios: Sequence[Scenario], verl_root: 
             "name": scenario.name, "request_ids": list(scenario.request_ids),
             "prompts": [list(p) for p in scenario.prompts], "responses": [list(r) for r in responses],
             "world_size": scenario.world_size, "strategy": scenario.strategy, "lora": scenario.lora,
+            "micro_batch": scenario.micro_batch, "remove_padding": scenario.remove_padding,
             "msprobe_config": str(msprobe_config(folder / "msprobe_config.json", folder / "dump", scenario.msprobe_steps)),
             "result": str(folder / "trained.json"),
         })
