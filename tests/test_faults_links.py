@@ -1,0 +1,99 @@
+"""Faults through symbolic links (issue 30, item 1): rlpatch writes only inside the place the user
+named, never through a link that leaves it.
+
+Each case plants a link inside the named place that points at a victim file (or folder) outside it;
+the victim is checked byte for byte after the command, which must refuse with one line and exit 2
+(nothing written), or, for a link that stays inside the place, do the write there and say so.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES, run_cli, snapshot
+
+FSDP = "verl/workers/engine/fsdp/transformer_impl.py"
+VICTIM_BYTES = b"# a file outside the tree: no rlpatch command may change it\n"
+
+
+def _tree(tmp_path: Path) -> Path:
+    root = tmp_path / "tree"
+    shutil.copytree(FIXTURES / "verl_engine", root)
+    return root
+
+
+def _victim(tmp_path: Path, data: bytes = VICTIM_BYTES) -> Path:
+    outside = tmp_path / "outside"
+    outside.mkdir(exist_ok=True)
+    victim = outside / "victim.py"
+    victim.write_bytes(data)
+    return victim
+
+
+def _refused(result, victim: Path, data: bytes) -> None:
+    lines = result.stderr.strip().splitlines()
+    assert result.exit_code == 2, (result.exit_code, result.stdout, result.stderr)
+    assert len(lines) == 1 and "symbolic link" in lines[0], result.stderr
+    assert victim.read_bytes() == data
+
+
+def test_apply_refuses_a_target_file_linked_out_of_the_tree(tmp_path):
+    root = _tree(tmp_path)
+    victim = _victim(tmp_path, (root / FSDP).read_bytes())
+    (root / FSDP).unlink()
+    (root / FSDP).symlink_to(victim)
+    before = snapshot(root)
+    result = run_cli("apply", "--verl-root", str(root))
+    _refused(result, victim, (FIXTURES / "verl_engine" / FSDP).read_bytes())
+    assert snapshot(root) == before and not (root / ".rlpatch").exists()
+
+
+def test_apply_refuses_a_parent_folder_linked_out_of_the_tree(tmp_path):
+    root = _tree(tmp_path)
+    folder = root / os.path.dirname(FSDP)
+    outside = tmp_path / "outside-folder"
+    shutil.move(str(folder), outside)
+    folder.symlink_to(outside, target_is_directory=True)
+    victim = outside / os.path.basename(FSDP)
+    data = victim.read_bytes()
+    result = run_cli("apply", "--verl-root", str(root))
+    _refused(result, victim, data)
+    assert not (root / ".rlpatch").exists()
+
+
+def test_apply_refuses_a_state_folder_linked_elsewhere(tmp_path):
+    root = _tree(tmp_path)
+    victim = _victim(tmp_path)
+    elsewhere = victim.parent
+    (root / ".rlpatch").symlink_to(elsewhere, target_is_directory=True)
+    before = snapshot(root)
+    result = run_cli("apply", "--verl-root", str(root))
+    _refused(result, victim, VICTIM_BYTES)
+    assert snapshot(root) == before and sorted(os.listdir(elsewhere)) == ["victim.py"]
+
+
+def test_apply_refuses_a_planted_manifest_link(tmp_path):
+    root = _tree(tmp_path)
+    victim = _victim(tmp_path)
+    (root / ".rlpatch").mkdir()
+    (root / ".rlpatch" / "manifest.json").symlink_to(victim)
+    result = run_cli("apply", "--verl-root", str(root))
+    assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert victim.read_bytes() == VICTIM_BYTES
+
+
+def test_apply_follows_a_link_inside_the_tree_and_says_so(tmp_path):
+    root = _tree(tmp_path)
+    real = root / "verl" / "real_transformer_impl.py"
+    shutil.move(str(root / FSDP), real)
+    (root / FSDP).symlink_to(real)
+    result = run_cli("apply", "--verl-root", str(root))
+    assert result.exit_code == 0, result.stderr
+    assert f"{root / FSDP} is a symbolic link to {real} (inside the tree): writing there" in result.stderr
+    assert (root / FSDP).is_symlink() and real.read_bytes() != (FIXTURES / "verl_engine" / FSDP).read_bytes()
+    result = run_cli("revert", "--verl-root", str(root))
+    assert result.exit_code == 0, result.stderr
+    assert real.read_bytes() == (FIXTURES / "verl_engine" / FSDP).read_bytes()
