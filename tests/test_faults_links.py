@@ -12,7 +12,6 @@ import os
 import shutil
 from pathlib import Path
 
-import pytest
 from conftest import FIXTURES, run_cli, snapshot
 
 FSDP = "verl/workers/engine/fsdp/transformer_impl.py"
@@ -97,3 +96,77 @@ def test_apply_follows_a_link_inside_the_tree_and_says_so(tmp_path):
     result = run_cli("revert", "--verl-root", str(root))
     assert result.exit_code == 0, result.stderr
     assert real.read_bytes() == (FIXTURES / "verl_engine" / FSDP).read_bytes()
+
+
+# --- dumps compare -o, lint -o, gen -o -------------------------------------------------------
+
+
+def _compare_setup(tmp_path: Path) -> tuple[list[str], Path]:
+    from test_dumps import infer_record, infer_tree, train_record, train_tree
+    from test_faults_dumps import _fake_msprobe
+
+    train = train_tree(tmp_path / "t", [train_record(0, ["r1"])])
+    infer = infer_tree(tmp_path / "i", [infer_record(0, [("r1", "new")])])
+    out = tmp_path / "out"
+    argv = ["dumps", "compare", "--train", str(train), "--infer", str(infer), "-o", str(out),
+            "--python", _fake_msprobe(tmp_path)]
+    return argv, out
+
+
+def _pair_folder(argv: list[str], out: Path) -> Path:
+    """The folder the one pair writes in (a first run, then emptied)."""
+    result = run_cli(*argv, "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    folder = next(out.iterdir())
+    shutil.rmtree(out)
+    out.mkdir()
+    return out / folder.name
+
+
+def test_compare_refuses_a_log_linked_out_of_the_output_folder(tmp_path):
+    argv, out = _compare_setup(tmp_path)
+    folder = _pair_folder(argv, out)
+    victim = _victim(tmp_path)
+    folder.mkdir()
+    (folder / "msprobe_compare.log").symlink_to(victim)
+    _refused(run_cli(*argv), victim, VICTIM_BYTES)
+    assert sorted(os.listdir(folder)) == ["msprobe_compare.log"]
+
+
+def test_compare_refuses_a_pair_folder_linked_elsewhere(tmp_path):
+    argv, out = _compare_setup(tmp_path)
+    folder = _pair_folder(argv, out)
+    victim = _victim(tmp_path)
+    folder.symlink_to(victim.parent, target_is_directory=True)
+    _refused(run_cli(*argv), victim, VICTIM_BYTES)
+    assert sorted(os.listdir(victim.parent)) == ["victim.py"]
+
+
+def test_compare_follows_a_pair_folder_linked_inside_the_output_folder_and_says_so(tmp_path):
+    argv, out = _compare_setup(tmp_path)
+    folder = _pair_folder(argv, out)
+    (out / "elsewhere").mkdir()
+    folder.symlink_to(out / "elsewhere", target_is_directory=True)
+    result = run_cli(*argv)
+    assert result.exit_code == 0, result.stderr
+    assert "is a symbolic link to" in result.stdout + result.stderr
+    assert "msprobe_compare.log" in os.listdir(out / "elsewhere")
+
+
+def test_lint_output_file_replaces_a_link_instead_of_writing_through_it(tmp_path):
+    victim = _victim(tmp_path)
+    report = tmp_path / "report.txt"
+    report.symlink_to(victim)
+    result = run_cli("lint", "-o", str(report), str(FIXTURES / "lint" / "consistency" / "fsdp_vllm.sh"))
+    assert result.exit_code in (0, 1), result.stderr
+    assert victim.read_bytes() == VICTIM_BYTES
+    assert not report.is_symlink() and report.is_file()
+
+
+def test_gen_output_replaces_a_link_instead_of_writing_through_it(tmp_path):
+    victim = _victim(tmp_path)
+    output = tmp_path / "gen.sh"
+    output.symlink_to(victim)
+    result = run_cli("gen", "consistency", str(FIXTURES / "gen" / "megatron_vllm.sh"), "-o", str(output))
+    assert victim.read_bytes() == VICTIM_BYTES, result.stderr
+    assert result.exit_code != 0 or not output.is_symlink()

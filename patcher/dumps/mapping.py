@@ -24,6 +24,8 @@ import os
 import re
 from typing import Any
 
+from rlpatch.files.api import atomic_write
+
 WRAPPER = "_fsdp_wrapped_module."
 FOLDER = "train_fsdp_names"
 TENSOR_DIR = "dump_tensor_data"
@@ -81,8 +83,7 @@ def map_training_dump(train_json: str, out: str) -> str | None:
     _link_tensors(source_dir, os.path.join(folder, TENSOR_DIR), files, [_data_names(e) for e in mapped.values()])
     _map_stack(os.path.join(os.path.dirname(train_json), "stack.json"), os.path.join(folder, "stack.json"), changes)
     path = os.path.join(folder, "dump.json")
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump(document, handle)
+    atomic_write(path, json.dumps(document).encode("utf-8"), follow_link=False)
     return path
 
 
@@ -133,5 +134,4 @@ def _map_stack(source: str, target: str, changes: dict[str, str | None]) -> None
         for value in stacks.values():
             if isinstance(value, list) and value and isinstance(value[0], list):
                 value[0] = [changes.get(name, name) for name in value[0] if changes.get(name, name) is not None]
-    with open(target, "w", encoding="utf-8") as handle:
-        json.dump(stacks, handle)
+    atomic_write(target, json.dumps(stacks).encode("utf-8"), follow_link=False)

@@ -19,13 +19,13 @@ import os
 import shlex
 import subprocess
 import sys
-import tempfile
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
 from rlpatch.dumps.compare import PairResult
 from rlpatch.errors import InputError
+from rlpatch.files.api import write_output
 
 INSTALL_HINT = "pip install 'rlpatch[report]'"
 STYLE = """
@@ -209,15 +209,4 @@ def write_report(path: str, results: list[PairResult], data: dict[str, Any], fac
     if not os.path.isdir(directory):
         raise InputError(f"{path}: its directory does not exist")
     text = render(results, data, facts, directory)
-    handle, temporary = tempfile.mkstemp(prefix=".rlpatch-report-", suffix=".html", dir=directory)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as output:
-            output.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temporary, 0o666 & ~umask)  # mkstemp makes it private; a report is an ordinary file
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
+    write_output(path, text)  # a link at `path` is replaced, never written through

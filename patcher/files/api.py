@@ -5,15 +5,16 @@
   nothing written), a link inside it a `LinkInside` whose `note()` the command prints;
 - `is_inside(path, root)`: whether a resolved path stays in a place;
 - `atomic_write(path, data, ...)`: temporary, fsync, rename, folder fsync (`TEMPORARY_SUFFIX` names
-  the temporaries, `fsync_dir` the folder sync);
+  the temporaries, `fsync_dir` the folder sync); `stage` + `os.replace` (+ `discard` on failure)
+  for several files published together;
 - `write_output(path, text)`: an output file the user named, replacing a link instead of writing
   through it; `open_new_log(path)`: a log opened without following a link.
 """
 
 from __future__ import annotations
 
-from rlpatch.files.durable import TEMPORARY_SUFFIX, atomic_write, fsync_dir, open_new_log, write_output
+from rlpatch.files.durable import TEMPORARY_SUFFIX, atomic_write, discard, fsync_dir, open_new_log, stage, write_output
 from rlpatch.files.places import LinkInside, is_inside, links_on_the_way, refuse_links
 
-__all__ = ["TEMPORARY_SUFFIX", "LinkInside", "atomic_write", "fsync_dir", "is_inside", "links_on_the_way",
-           "open_new_log", "refuse_links", "write_output"]
+__all__ = ["TEMPORARY_SUFFIX", "LinkInside", "atomic_write", "discard", "fsync_dir", "is_inside", "links_on_the_way",
+           "open_new_log", "refuse_links", "stage", "write_output"]

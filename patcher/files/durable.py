@@ -51,6 +51,44 @@ def _ordinary_mode() -> int:
     return 0o666 & ~umask
 
 
+def stage(path: Path | str, data: bytes, mode: int | None = None, owner: tuple[int, int] | None = None) -> str:
+    """Write `data` to a new temporary next to `path` (fsynced, with `mode`, else the ordinary mode,
+    and `owner` when this process may set it) and return its name; `rename(temporary, path)` then
+    publishes it. On failure the temporary is gone and the OSError names `path`."""
+    path = Path(path)
+    temporary = None
+    try:
+        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMPORARY_SUFFIX)
+        try:
+            _write_all(handle, data)
+            os.fsync(handle)
+        finally:
+            os.close(handle)
+        os.chmod(temporary, stat.S_IMODE(mode) if mode is not None else _ordinary_mode())
+        if owner is not None and owner != (os.getuid(), os.getgid()):
+            try:
+                os.chown(temporary, *owner)
+            except PermissionError:
+                pass
+        staged, temporary = temporary, None
+        return staged
+    except OSError as err:
+        err.filename = str(path)  # not the temporary's name: the user knows the file, not it
+        raise
+    finally:
+        if temporary is not None:
+            discard([temporary])
+
+
+def discard(temporaries: list[str]) -> None:
+    """Remove staged temporaries that will not be published (errors ignored: they may be gone)."""
+    for temporary in temporaries:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+
+
 def atomic_write(path: Path | str, data: bytes, mode: int | None = None, owner: tuple[int, int] | None = None,
                  *, follow_link: bool = True, make_parents: bool = True) -> None:
     """Replace `path` with `data` in one rename; the file is never seen half-written.
@@ -70,34 +108,19 @@ def atomic_write(path: Path | str, data: bytes, mode: int | None = None, owner: 
             mode = info.st_mode if mode is None else mode
     except FileNotFoundError:
         pass
-    temporary = None
     try:
         if make_parents:
             path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMPORARY_SUFFIX)
+        temporary = stage(path, data, mode, owner)
         try:
-            _write_all(handle, data)
-            os.fsync(handle)
-        finally:
-            os.close(handle)
-        os.chmod(temporary, stat.S_IMODE(mode) if mode is not None else _ordinary_mode())
-        if owner is not None and owner != (os.getuid(), os.getgid()):
-            try:
-                os.chown(temporary, *owner)
-            except PermissionError:
-                pass
-        os.replace(temporary, path)
-        temporary = None
+            os.replace(temporary, path)
+        except OSError:
+            discard([temporary])
+            raise
         fsync_dir(path.parent)
     except OSError as err:
-        err.filename = str(path)  # not the temporary's name: the user knows the file, not it
+        err.filename = str(path)
         raise
-    finally:
-        if temporary is not None:
-            try:
-                os.unlink(temporary)
-            except OSError:
-                pass
 
 
 def write_output(path: Path | str, text: str) -> None:
