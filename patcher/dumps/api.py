@@ -24,7 +24,7 @@ from rlpatch.dumps.layout import scan
 from rlpatch.dumps.options import CheckOptions, CompareOptions, PairOptions
 from rlpatch.dumps.text import check_lines, compare_lines, pair_lines
 from rlpatch.errors import InputError
-from rlpatch.files.api import refuse_links
+from rlpatch.output.api import refuse_links
 
 __all__ = ["CheckOptions", "CompareOptions", "Comparison", "PairOptions", "Progress", "Summary", "check_dumps",
            "compare_dumps", "pair_dumps"]

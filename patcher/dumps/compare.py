@@ -30,7 +30,7 @@ from rlpatch.dumps.divergence import Attribution, attribute_csv
 from rlpatch.dumps.mapping import FOLDER as MAPPED_FOLDER
 from rlpatch.dumps.mapping import TENSOR_DIR as MAPPED_TENSORS
 from rlpatch.dumps.mapping import map_training_dump
-from rlpatch.files.api import open_new_log
+from rlpatch.output.api import open_new_log
 
 NOT_MATCHED = "N/A"
 RESULTS = ("pass", "warning", "error")

@@ -24,7 +24,7 @@ import os
 import re
 from typing import Any
 
-from rlpatch.files.api import atomic_write
+from rlpatch.output.api import atomic_write
 
 WRAPPER = "_fsdp_wrapped_module."
 FOLDER = "train_fsdp_names"

@@ -25,7 +25,7 @@ from typing import Any
 
 from rlpatch.dumps.compare import PairResult
 from rlpatch.errors import InputError
-from rlpatch.files.api import write_output
+from rlpatch.output.api import write_output
 
 INSTALL_HINT = "pip install 'rlpatch[report]'"
 STYLE = """

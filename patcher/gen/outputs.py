@@ -14,8 +14,8 @@ import tempfile
 from typing import Any
 
 from rlpatch.errors import InputError
-from rlpatch.files.api import discard, stage
 from rlpatch.lint.api import Finding, LintOptions, lint_file
+from rlpatch.output.api import discard, stage
 from rlpatch.shell.api import Span, file_kind
 
 CONFIG_ROLES = ("train", "infer", "infer-prefill", "infer-decode")

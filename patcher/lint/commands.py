@@ -18,10 +18,10 @@ import sys
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from rlpatch.errors import InputError
-from rlpatch.files.api import write_output
 from rlpatch.lint.config import find_config
 from rlpatch.lint.options import ScriptOptions, options_for, split_list
 from rlpatch.lint.rule import LintOptions
+from rlpatch.output.api import write_output
 
 if TYPE_CHECKING:
     from rlpatch.lint.engine import FileResult, LintTask

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from rlpatch.errors import InputError, RefusedError
-from rlpatch.files.api import TEMPORARY_SUFFIX, LinkInside, atomic_write, fsync_dir, links_on_the_way
+from rlpatch.output.api import TEMPORARY_SUFFIX, LinkInside, atomic_write, fsync_dir, links_on_the_way
 from rlpatch.patch import statefiles
 from rlpatch.patch.statefiles import STATE_DIR, Damaged, expect
 

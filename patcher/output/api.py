@@ -1,4 +1,4 @@
-"""The files wing's door: where a command may write, and the one atomic, durable write.
+"""The output wing's door: where a command may write, and the one atomic, durable write.
 
 - `links_on_the_way(root, path)`, `refuse_links(root, paths)`: the symbolic links between the place
   the user named and a file about to be written; a link out of the place is an `InputError` (exit 2,
@@ -8,13 +8,15 @@
   the temporaries, `fsync_dir` the folder sync); `stage` + `os.replace` (+ `discard` on failure)
   for several files published together;
 - `write_output(path, text)`: an output file the user named, replacing a link instead of writing
-  through it; `open_new_log(path)`: a log opened without following a link.
+  through it; `open_new_log(path)`: a log opened without following a link;
+- `shown(text)`, `shown_lines(lines)`: untrusted text escaped for a terminal (text formats only).
 """
 
 from __future__ import annotations
 
-from rlpatch.files.durable import TEMPORARY_SUFFIX, atomic_write, discard, fsync_dir, open_new_log, stage, write_output
-from rlpatch.files.places import LinkInside, is_inside, links_on_the_way, refuse_links
+from rlpatch.output.durable import TEMPORARY_SUFFIX, atomic_write, discard, fsync_dir, open_new_log, stage, write_output
+from rlpatch.output.places import LinkInside, is_inside, links_on_the_way, refuse_links
+from rlpatch.output.printable import shown, shown_lines
 
 __all__ = ["TEMPORARY_SUFFIX", "LinkInside", "atomic_write", "discard", "fsync_dir", "is_inside", "links_on_the_way",
-           "open_new_log", "refuse_links", "stage", "write_output"]
+           "open_new_log", "refuse_links", "shown", "shown_lines", "stage", "write_output"]
