@@ -100,7 +100,8 @@ def _apply_config(found: Expectation, path: str, training_tool: bool) -> None:
     found.config_path = path
     ranks, steps = _int_list(config.get("rank")), _int_list(config.get("step"))
     if ranks and found.ranks is not None:
-        found.ranks = [rank for rank in found.ranks if rank in ranks]
+        wanted = set(ranks)
+        found.ranks = [rank for rank in found.ranks if rank in wanted]
     elif ranks:
         found.ranks = ranks
     if training_tool:
@@ -185,8 +186,9 @@ def _step_report(key: tuple, group: list[StepDir], expected: Expectation) -> Ste
     report.expected_ranks = expected.ranks if expected.ranks is not None else list(range(max(ranks) + 1 if ranks else 0))
     if procs and expected.ranks is not None and len(procs) >= len(expected.ranks):
         return report  # proc folders stand for the ranks: nothing more to count
+    expected_set = set(report.expected_ranks)  # sets: 10^5 rank folders must not cost 10^10 comparisons
     missing = [rank for rank in report.expected_ranks if rank not in ranks]
-    extra = [rank for rank in ranks if rank not in report.expected_ranks]
+    extra = sorted(rank for rank in ranks if rank not in expected_set)
     if missing and not (procs and not ranks):
         report.problems.append(f"missing rank folders: {', '.join(f'rank{r}' for r in missing)}")
     if extra:

@@ -106,7 +106,8 @@ class PairResult:
         found = self.attribution
         rows: dict[str, int] = {**self.counts, "unmatched": self.unmatched}
         if found is not None:
-            rows.update(no_data=found.counts["no_data"], roots=found.counts["roots"])
+            rows.update(no_data=found.counts["no_data"], unreadable=found.counts.get("unreadable", 0),
+                        roots=found.counts["roots"])
         return {
             "request_id": self.pair.request_id,
             "train": self.pair.train.as_json(False),
