@@ -13,6 +13,9 @@ folders (time per folder and peak memory: it must stay linear), and `--log-mb M.
 `--log-mb 10 100 1000` for the 1 GB case, slow) on one update_actor log of that size (time per record
 and peak memory: the log is streamed).
 
+`--map-mb M...` (default 20 200) times the FSDP name mapping `compare --backend fsdp` writes of a
+training dump.json of that size, with its peak memory (the dump is streamed entry by entry).
+
 `--compare-pairs N` (default 8; 0 skips it) then times `compare` on real msprobe dumps of the twin
 models of tests/divergence_twins.py (one training and one faulty inference dump, compared N times):
 pairs per minute with 1 job and with `--jobs` jobs, and rlpatch's own time per pair (reading the
@@ -111,10 +114,16 @@ def bench_compare(pairs: int, jobs: int) -> None:
                   f"{1000 * (wall * workers - msprobe) / pairs:.0f} ms per pair (wall x jobs - msprobe)")
 
 
-# Runs one rlpatch command in a child and reports its own peak resident memory (ru_maxrss, KiB on Linux).
-PEAK_CHILD = ("import atexit, resource, sys\n"
-              "atexit.register(lambda: sys.stderr.write(f\"\\npeak-rss-kib {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}\\n\"))\n"
-              "from rlpatch.cli import main\nmain(sys.argv[1:])\n")
+# Runs one rlpatch command in a child and reports its own peak resident memory: VmHWM of
+# /proc/self/status (kB), the high-water mark of this process's own memory. Not ru_maxrss: Linux
+# keeps that across fork and exec, so a child would report the benchmark's own size.
+PEAK_REPORT = ("import atexit, sys\n"
+               "def _peak():\n"
+               "    for line in open('/proc/self/status'):\n"
+               "        if line.startswith('VmHWM:'):\n"
+               "            sys.stderr.write('\\npeak-rss-kib ' + line.split()[1] + '\\n')\n"
+               "atexit.register(_peak)\n")
+PEAK_CHILD = PEAK_REPORT + "from rlpatch.cli import main\nmain(sys.argv[1:])\n"
 
 
 def timed_peak(argv: list[str]) -> tuple[float, float, subprocess.CompletedProcess]:
@@ -191,6 +200,36 @@ def bench_check_logs(sizes_mb: list[int], base: float) -> None:
                   f"{1e6 * (seconds - base) / records:6.1f} us per record, peak {peak:7.1f} MiB")
 
 
+MAP_CHILD = PEAK_REPORT + "from rlpatch.dumps.mapping import map_training_dump\nprint(map_training_dump(sys.argv[1], sys.argv[2]))\n"
+
+
+def bench_mapping(sizes_mb: list[int]) -> None:
+    """`compare --backend fsdp`'s FSDP name mapping of an FSDP2 training dump.json of that size: the
+    dump is streamed entry by entry, so the peak memory stays flat."""
+    entry = {"input_args": [{"type": "torch.Tensor", "dtype": "torch.float32", "shape": [1, 6, 32],
+                             "Max": 1.0, "Min": -1.0, "Mean": 0.0, "Norm": 5.0, "requires_grad": False}] * 4}
+    for size in sizes_mb:
+        with tempfile.TemporaryDirectory(prefix="rlpatch-bench-map-") as directory:
+            path = Path(directory) / "dump.json"
+            text = json.dumps(entry)
+            count = size * 1_000_000 // (len(text) + 60)
+            with open(path, "w") as handle:
+                handle.write('{"task": "statistics", "level": "L0", "framework": "pytorch", "dump_data_dir": null, '
+                             '"data": {')
+                for i in range(count):
+                    handle.write(f'{", " if i else ""}"Module.model.layers.{i % 64}.mlp.down_proj.Linear.forward.{i}": {text}')
+                handle.write("}}")
+            start = time.perf_counter()
+            result = subprocess.run([sys.executable, "-c", MAP_CHILD, str(path), directory], capture_output=True,
+                                    text=True)
+            seconds = time.perf_counter() - start
+            peak = [line for line in result.stderr.splitlines() if line.startswith("peak-rss-kib ")]
+            if result.returncode != 0 or not peak or "train_fsdp_names" not in result.stdout:
+                sys.exit(f"mapping failed: {result.stderr[-500:]}")
+            print(f"fsdp name mapping, {size:>4} MB dump.json ({count} entries): {seconds:6.2f} s, "
+                  f"peak {int(peak[-1].split()[1]) / 1024:7.1f} MiB")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", type=int, default=10000, help="rank folders per step and side (default 10,000)")
@@ -201,7 +240,10 @@ def main() -> None:
                         help="rank-folder counts for the check scaling run (default 10^3 10^4 10^5; none: skip)")
     parser.add_argument("--log-mb", type=int, nargs="*", default=[10, 100],
                         help="update-log sizes in MB for the check streaming run (default 10 100; add 1000 for 1 GB)")
+    parser.add_argument("--map-mb", type=int, nargs="*", default=[20, 200],
+                        help="training dump.json sizes in MB for the FSDP name mapping run (default 20 200)")
     args = parser.parse_args()
+    bench_mapping(args.map_mb)
     base = start_up()
     print(f"start-up of one `dumps check` (subtracted from the per-folder and per-record figures): {base:.2f} s")
     bench_check_scaling(args.check_ranks, base)

@@ -65,3 +65,31 @@ def test_check_lists_a_bounded_number_of_bad_log_lines(tmp_path: Path) -> None:
     problems = json.loads(result.stdout)["problems"]
     assert sum("not a JSON record" in p for p in problems) == 20
     assert any("480 more bad line(s) not listed" in p for p in problems), problems
+
+
+def test_a_dump_json_is_streamed_member_by_member_with_json_semantics(tmp_path: Path, monkeypatch) -> None:
+    """The streamed reader gives what json.load gives, whatever the chunk boundaries (a number cut
+    in two, a value longer than a chunk), and refuses what json.load refuses."""
+    import io
+    import json
+
+    import pytest
+
+    from rlpatch.dumps import jsonstream
+
+    document = {"task": "tensor", "level": "L0", "data": {f"Module.m.{i}.forward.0": {"v": [i, 12345.5, None, "x" * i]}
+                                                           for i in range(50)}, "dump_data_dir": None, "n": 1234567}
+    text = json.dumps(document, indent=1)
+    for chunk in (1, 7, 64, 1 << 20):
+        monkeypatch.setattr(jsonstream, "CHUNK", chunk)
+        seen: dict = {"data": {}}
+        for kind, key, inner, value in jsonstream.events(io.StringIO(text), "data"):
+            if kind == "member":
+                if inner is None:
+                    seen[key] = value
+                else:
+                    seen["data"][inner] = value
+        assert seen == document
+    for bad in ('{"a": 1,}', '{"a" 1}', '{"a": 1} x', '{"data": {"k": }}', '{"a": [1, 2'):
+        with pytest.raises(ValueError):
+            list(jsonstream.events(io.StringIO(bad), "data"))

@@ -14,7 +14,10 @@ import errno
 import os
 import stat
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TextIO
 
 TEMPORARY_SUFFIX = ".rlpatch-tmp"
 # Errors of fsync on a folder that only say the file system cannot do it; anything else (EIO,
@@ -133,3 +136,25 @@ def open_new_log(path: Path | str) -> int:
     """A descriptor for a log file rlpatch (re)writes, opened without following a link at `path`
     (ELOOP when one is there): a planted link cannot turn the log into a write elsewhere."""
     return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+
+
+@contextmanager
+def atomic_text(path: Path | str) -> Iterator[TextIO]:
+    """A text file written piece by piece (a copy of a huge dump.json) and published in one rename
+    when the block ends; on any error the temporary is removed and `path` is untouched. A link at
+    `path` is replaced, never written through."""
+    path = Path(path)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMPORARY_SUFFIX)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            yield stream
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.chmod(temporary, _ordinary_mode())
+        os.replace(temporary, path)
+        fsync_dir(path.parent)
+    except BaseException as err:
+        discard([temporary])
+        if isinstance(err, OSError):
+            err.filename = str(path)
+        raise
