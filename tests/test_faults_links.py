@@ -170,3 +170,20 @@ def test_gen_output_replaces_a_link_instead_of_writing_through_it(tmp_path):
     result = run_cli("gen", "consistency", str(FIXTURES / "gen" / "megatron_vllm.sh"), "-o", str(output))
     assert victim.read_bytes() == VICTIM_BYTES, result.stderr
     assert result.exit_code != 0 or not output.is_symlink()
+
+
+def test_apply_refuses_a_git_exclude_file_linked_out_of_the_checkout(tmp_path):
+    import subprocess
+
+    root = _tree(tmp_path)
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    subprocess.run(["git", "-C", str(root), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"], check=True)
+    victim = _victim(tmp_path)
+    exclude = root / ".git" / "info" / "exclude"
+    exclude.parent.mkdir(parents=True, exist_ok=True)
+    exclude.unlink(missing_ok=True)
+    exclude.symlink_to(victim)
+    before = (root / FSDP).read_bytes()
+    _refused(run_cli("apply", "--verl-root", str(root)), victim, VICTIM_BYTES)
+    assert (root / FSDP).read_bytes() == before and not (root / ".rlpatch").exists()
