@@ -187,3 +187,25 @@ def test_apply_refuses_a_git_exclude_file_linked_out_of_the_checkout(tmp_path):
     before = (root / FSDP).read_bytes()
     _refused(run_cli("apply", "--verl-root", str(root)), victim, VICTIM_BYTES)
     assert (root / FSDP).read_bytes() == before and not (root / ".rlpatch").exists()
+
+
+def test_revert_refuses_a_patched_file_replaced_by_a_link_out(tmp_path):
+    root = _tree(tmp_path)
+    assert run_cli("apply", "--verl-root", str(root)).exit_code == 0
+    patched = (root / FSDP).read_bytes()
+    victim = _victim(tmp_path, patched)
+    (root / FSDP).unlink()
+    (root / FSDP).symlink_to(victim)
+    _refused(run_cli("revert", "--verl-root", str(root)), victim, patched)
+
+
+def test_apply_refuses_a_link_inside_the_state_folder(tmp_path):
+    root = _tree(tmp_path)
+    outside = tmp_path / "outside-originals"
+    outside.mkdir()
+    (root / ".rlpatch").mkdir()
+    (root / ".rlpatch" / "originals").symlink_to(outside, target_is_directory=True)
+    before = (root / FSDP).read_bytes()
+    result = run_cli("apply", "--verl-root", str(root))
+    assert result.exit_code == 2 and "where rlpatch keeps its own files" in result.stderr, result.stderr
+    assert not list(outside.iterdir()) and (root / FSDP).read_bytes() == before
