@@ -93,3 +93,14 @@ def test_a_dump_json_is_streamed_member_by_member_with_json_semantics(tmp_path: 
     for bad in ('{"a": 1,}', '{"a" 1}', '{"a": 1} x', '{"data": {"k": }}', '{"a": [1, 2'):
         with pytest.raises(ValueError):
             list(jsonstream.events(io.StringIO(bad), "data"))
+
+
+def test_check_folds_a_long_run_of_missing_ranks(tmp_path: Path) -> None:
+    from test_dumps import dump
+
+    for rank in (0, 1000, 1002):
+        dump(tmp_path / "d" / "step0" / f"rank{rank}")
+    import json
+
+    data = json.loads(run_cli("dumps", "check", str(tmp_path / "d"), "--format", "json").stdout)
+    assert data["steps"][0]["problems"] == ["missing rank folders: rank1-rank999, rank1001"]

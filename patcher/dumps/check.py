@@ -190,10 +190,25 @@ def _step_report(key: tuple, group: list[StepDir], expected: Expectation) -> Ste
     missing = [rank for rank in report.expected_ranks if rank not in ranks]
     extra = sorted(rank for rank in ranks if rank not in expected_set)
     if missing and not (procs and not ranks):
-        report.problems.append(f"missing rank folders: {', '.join(f'rank{r}' for r in missing)}")
+        report.problems.append(f"missing rank folders: {_rank_names(missing)}")
     if extra:
-        report.problems.append(f"rank folders outside the run: {', '.join(f'rank{r}' for r in extra)}")
+        report.problems.append(f"rank folders outside the run: {_rank_names(extra)}")
     return report
+
+
+def _rank_names(ranks: list[int]) -> str:
+    """`rank1, rank5`, runs of three or more folded (`rank8-rank1023`): 10^5 missing ranks stay one short line."""
+    parts, start = [], 0
+    while start < len(ranks):
+        end = start
+        while end + 1 < len(ranks) and ranks[end + 1] == ranks[end] + 1:
+            end += 1
+        if end - start >= 2:
+            parts.append(f"rank{ranks[start]}-rank{ranks[end]}")
+        else:
+            parts.extend(f"rank{rank}" for rank in ranks[start:end + 1])
+        start = end + 1
+    return ", ".join(parts)
 
 
 def _folder_problems(tree: Tree, mode: str, expected: Expectation, steps_seen: set) -> list[str]:
