@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from typing import Any, TextIO
 
 from rlpatch.dumps.jsonstream import events
-from rlpatch.output.api import atomic_text, atomic_write
+from rlpatch.output.api import atomic_text
 
 WRAPPER = "_fsdp_wrapped_module."
 FOLDER = "train_fsdp_names"
@@ -90,7 +90,7 @@ def _starts_object(path: str) -> bool:
     with open(path, encoding="utf-8") as handle:
         while True:
             char = handle.read(1)
-            if char not in " \t\r\n":
+            if not char or char not in " \t\r\n":  # "" (the end) is in every string: test it first
                 return char == "{"
 
 
@@ -161,14 +161,17 @@ def _stack_name(name: object) -> object | None:
 
 
 def _map_stack(source: str, target: str) -> None:
-    """stack.json (`{"0": [[names...], [frames...]]}`) with the names mapped, so the stack column stays."""
+    """stack.json (`{"0": [[names...], [frames...]]}`) with the names mapped, so the stack column stays;
+    streamed member by member like the dump (it grows with the dump). Unreadable: no stack column."""
     try:
-        with open(source, encoding="utf-8") as handle:
-            stacks = json.load(handle)
+        if not os.path.isfile(source) or not _starts_object(source):
+            return
+        with open(source, encoding="utf-8") as handle, atomic_text(target) as copy:
+            copy.write("{")
+            for index, (_, key, _, value) in enumerate(events(handle, "\0")):  # no nested member
+                if isinstance(value, list) and value and isinstance(value[0], list):
+                    value[0] = [new for name in value[0] if (new := _stack_name(name)) is not None]
+                copy.write(f"{', ' if index else ''}{json.dumps(key)}: {json.dumps(value)}")
+            copy.write("}")
     except (OSError, ValueError, RecursionError):
         return
-    if isinstance(stacks, dict):
-        for value in stacks.values():
-            if isinstance(value, list) and value and isinstance(value[0], list):
-                value[0] = [new for name in value[0] if (new := _stack_name(name)) is not None]
-    atomic_write(target, json.dumps(stacks).encode("utf-8"), follow_link=False)
