@@ -185,7 +185,8 @@ def render(results: list[PairResult], data: dict[str, Any], facts: Facts, base: 
             f"<td class=\"{entry['verdict']}\">{entry['verdict']}</td><td><code>{html.escape(module)}</code></td>"
             f"<td>{html.escape(entry['why'] or '')}</td>"
             f"<td>{rows['pass']}/{rows['warning']}/{rows['error']} pass/warning/error, {rows['unmatched']} unmatched,"
-            f" {rows.get('no_data', 0)} no data</td><td>{_link(entry['csv'], base)}</td></tr>")
+            f" {rows.get('no_data', 0)} no data" + (f", {rows['unreadable']} unreadable" if rows.get("unreadable") else "")
+            + f"</td><td>{_link(entry['csv'], base)}</td></tr>")
     parts.append("</table>")
     parts.append(f"<h2>Unpaired ({len(data['unpaired'])})</h2>")
     if data["unpaired"]:
