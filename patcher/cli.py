@@ -101,11 +101,13 @@ def error_line(err: Exception) -> str:
     """The one line a command ends with on stderr when `err` reaches the entry: rlpatch's own errors,
     what the machine or the input's shape ran out of, and anything else as an internal error
     (`doctor` reports the commands it runs in-process with the same line)."""
+    from rlpatch.output.api import shown  # a message may quote a hostile path or name: one line, no escapes
+
     if isinstance(err, RlpatchError):
-        return f"rlpatch: error: {err.message}"
+        return f"rlpatch: error: {shown(err.message)}"
     if isinstance(err, (RecursionError, MemoryError, OSError)):
-        return f"rlpatch: error: {resource_message(err)}"
-    return (f"rlpatch: internal error: {type(err).__name__}: {one_line(str(err))} "
+        return f"rlpatch: error: {shown(resource_message(err))}"
+    return (f"rlpatch: internal error: {type(err).__name__}: {shown(one_line(str(err)))} "
             "(set RLPATCH_DEBUG=1 for a traceback)")
 
 

@@ -8,6 +8,14 @@ a large placeholder tensor file (check and pair must never read it). It prints t
 `check` on each side and of `pair`, the time per rank folder, and the ratio of the time to read the
 tree against a bare `os.walk` of it (how much the validation costs over listing the folders).
 
+`--check-ranks N...` (default 1000 10000 100000) times `check` alone on bare trees of that many rank
+folders (time per folder and peak memory: it must stay linear), and `--log-mb M...` (default 10 100;
+`--log-mb 10 100 1000` for the 1 GB case, slow) on one update_actor log of that size (time per record
+and peak memory: the log is streamed).
+
+`--map-mb M...` (default 20 200) times the FSDP name mapping `compare --backend fsdp` writes of a
+training dump.json of that size, with its peak memory (the dump is streamed entry by entry).
+
 `--compare-pairs N` (default 8; 0 skips it) then times `compare` on real msprobe dumps of the twin
 models of tests/divergence_twins.py (one training and one faulty inference dump, compared N times):
 pairs per minute with 1 job and with `--jobs` jobs, and rlpatch's own time per pair (reading the
@@ -106,13 +114,140 @@ def bench_compare(pairs: int, jobs: int) -> None:
                   f"{1000 * (wall * workers - msprobe) / pairs:.0f} ms per pair (wall x jobs - msprobe)")
 
 
+# Runs one rlpatch command in a child and reports its own peak resident memory: VmHWM of
+# /proc/self/status (kB), the high-water mark of this process's own memory. Not ru_maxrss: Linux
+# keeps that across fork and exec, so a child would report the benchmark's own size.
+PEAK_REPORT = ("import atexit, sys\n"
+               "def _peak():\n"
+               "    for line in open('/proc/self/status'):\n"
+               "        if line.startswith('VmHWM:'):\n"
+               "            sys.stderr.write('\\npeak-rss-kib ' + line.split()[1] + '\\n')\n"
+               "atexit.register(_peak)\n")
+PEAK_CHILD = PEAK_REPORT + "from rlpatch.cli import main\nmain(sys.argv[1:])\n"
+
+
+def timed_peak(argv: list[str]) -> tuple[float, float, subprocess.CompletedProcess]:
+    """Wall seconds and peak memory (MiB) of `rlpatch ARGV` in its own process."""
+    start = time.perf_counter()
+    result = subprocess.run([sys.executable, "-c", PEAK_CHILD, *argv], capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    peak = [line for line in result.stderr.splitlines() if line.startswith("peak-rss-kib ")]
+    return seconds, (int(peak[-1].split()[1]) / 1024 if peak else float("nan")), result
+
+
+def _bare_training_tree(root: Path, ranks: int) -> Path:
+    """`step0/rank{R}` folders, each with a small dump.json only: the folder count is what is measured."""
+    text = json.dumps(DUMP)
+    for rank in range(ranks):
+        folder = root / "step0" / f"rank{rank}"
+        folder.mkdir(parents=True)
+        (folder / "dump.json").write_text(text)
+    return root
+
+
+def start_up() -> float:
+    """The seconds a `dumps check` of one rank folder takes (interpreter and imports), subtracted below."""
+    with tempfile.TemporaryDirectory(prefix="rlpatch-bench-check-") as directory:
+        tree = str(_bare_training_tree(Path(directory), 1))
+        return min(timed_peak(["dumps", "check", tree])[0] for _ in range(3))
+
+
+def bench_check_scaling(rank_counts: list[int], base: float) -> None:
+    """`dumps check` on 10^3..10^5 rank folders: it must stay linear (time per folder flat)."""
+    for ranks in rank_counts:
+        with tempfile.TemporaryDirectory(prefix="rlpatch-bench-check-") as directory:
+            tree = _bare_training_tree(Path(directory), ranks)
+            seconds, peak, result = timed_peak(["dumps", "check", str(tree), "--format", "json"])
+            if result.returncode not in (0, 1):
+                sys.exit(f"check failed: {result.stderr[-500:]}")
+            print(f"check {ranks:>7} rank folders: {seconds:7.2f} s = {1e6 * (seconds - base) / ranks:6.1f} us per folder "
+                  "(start-up subtracted), "
+                  f"peak {peak:7.1f} MiB")
+
+
+def _log_tree(root: Path, megabytes: int, ids_per_record: int = 64) -> tuple[Path, int]:
+    """A training folder whose one update_actor_log.jsonl is about `megabytes` MB of micro-batch records
+    (a 1024-rank, 10,000-step run writes logs of this size), with the rank folders its steps name."""
+    log = root / "20000" / "update_actor_log.jsonl"
+    log.parent.mkdir(parents=True)
+    ranks, records, written = 8, 0, 0
+    for rank in range(ranks):
+        folder = root / "step0" / f"rank{rank}"
+        folder.mkdir(parents=True)
+        (folder / "dump.json").write_text(json.dumps(DUMP))
+    with open(log, "w") as handle:
+        while written < megabytes * 1_000_000:
+            rank = records % ranks
+            line = json.dumps({"source": "update_actor", "timestamp": 1.0 + records, "pid": 20000, "rank": rank,
+                               "step": 0, "request_ids": [f"{records:016x}{i:08x}" for i in range(ids_per_record)],
+                               "num_requests": ids_per_record}) + "\n"
+            handle.write(line)
+            written += len(line)
+            records += 1
+    return root, records
+
+
+def bench_check_logs(sizes_mb: list[int], base: float) -> None:
+    """`dumps check` on one big update_actor log: time per record, and a peak memory that stays flat
+    (the log is streamed, only numbers are kept)."""
+    for size in sizes_mb:
+        with tempfile.TemporaryDirectory(prefix="rlpatch-bench-log-") as directory:
+            tree, records = _log_tree(Path(directory), size)
+            seconds, peak, result = timed_peak(["dumps", "check", str(tree), "--format", "json"])
+            if result.returncode not in (0, 1):
+                sys.exit(f"check failed: {result.stderr[-500:]}")
+            print(f"check, {size:>5} MB update log ({records} records): {seconds:7.2f} s = "
+                  f"{1e6 * (seconds - base) / records:6.1f} us per record, peak {peak:7.1f} MiB")
+
+
+MAP_CHILD = PEAK_REPORT + "from rlpatch.dumps.mapping import map_training_dump\nprint(map_training_dump(sys.argv[1], sys.argv[2]))\n"
+
+
+def bench_mapping(sizes_mb: list[int]) -> None:
+    """`compare --backend fsdp`'s FSDP name mapping of an FSDP2 training dump.json of that size: the
+    dump is streamed entry by entry, so the peak memory stays flat."""
+    entry = {"input_args": [{"type": "torch.Tensor", "dtype": "torch.float32", "shape": [1, 6, 32],
+                             "Max": 1.0, "Min": -1.0, "Mean": 0.0, "Norm": 5.0, "requires_grad": False}] * 4}
+    for size in sizes_mb:
+        with tempfile.TemporaryDirectory(prefix="rlpatch-bench-map-") as directory:
+            path = Path(directory) / "dump.json"
+            text = json.dumps(entry)
+            count = size * 1_000_000 // (len(text) + 60)
+            with open(path, "w") as handle:
+                handle.write('{"task": "statistics", "level": "L0", "framework": "pytorch", "dump_data_dir": null, '
+                             '"data": {')
+                for i in range(count):
+                    handle.write(f'{", " if i else ""}"Module.model.layers.{i % 64}.mlp.down_proj.Linear.forward.{i}": {text}')
+                handle.write("}}")
+            start = time.perf_counter()
+            result = subprocess.run([sys.executable, "-c", MAP_CHILD, str(path), directory], capture_output=True,
+                                    text=True)
+            seconds = time.perf_counter() - start
+            peak = [line for line in result.stderr.splitlines() if line.startswith("peak-rss-kib ")]
+            if result.returncode != 0 or not peak or "train_fsdp_names" not in result.stdout:
+                sys.exit(f"mapping failed: {result.stderr[-500:]}")
+            print(f"fsdp name mapping, {size:>4} MB dump.json ({count} entries): {seconds:6.2f} s, "
+                  f"peak {int(peak[-1].split()[1]) / 1024:7.1f} MiB")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", type=int, default=10000, help="rank folders per step and side (default 10,000)")
     parser.add_argument("--steps", type=int, default=1, help="steps per side (default 1)")
     parser.add_argument("--compare-pairs", type=int, default=8, help="real compares to time (0: skip)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="jobs for the parallel compare run")
+    parser.add_argument("--check-ranks", type=int, nargs="*", default=[1000, 10000, 100000],
+                        help="rank-folder counts for the check scaling run (default 10^3 10^4 10^5; none: skip)")
+    parser.add_argument("--log-mb", type=int, nargs="*", default=[10, 100],
+                        help="update-log sizes in MB for the check streaming run (default 10 100; add 1000 for 1 GB)")
+    parser.add_argument("--map-mb", type=int, nargs="*", default=[20, 200],
+                        help="training dump.json sizes in MB for the FSDP name mapping run (default 20 200)")
     args = parser.parse_args()
+    bench_mapping(args.map_mb)
+    base = start_up()
+    print(f"start-up of one `dumps check` (subtracted from the per-folder and per-record figures): {base:.2f} s")
+    bench_check_scaling(args.check_ranks, base)
+    bench_check_logs(args.log_mb, base)
     if args.compare_pairs:
         bench_compare(args.compare_pairs, args.jobs)
     with tempfile.TemporaryDirectory(prefix="rlpatch-bench-dumps-") as directory:

@@ -584,7 +584,8 @@ def test_compare_names_the_module_that_introduces_the_divergence(tmp_path):
     assert [e["request_id"] for e in entries] == [A, B]
     for entry in entries:
         # msprobe's counts of the matched rows, and the unmatched one counted, not dropped
-        assert entry["rows"] == {"pass": 4, "warning": 1, "error": 1, "unmatched": 1, "no_data": 0, "roots": 0}
+        assert entry["rows"] == {"pass": 4, "warning": 1, "error": 1, "unmatched": 1, "no_data": 0, "unreadable": 0,
+                                "roots": 0}
         assert entry["verdict"] == "diverges"
         assert entry["divergence"] == {
             "module": "model.layers.1.mlp", "name": "Module.model.layers.1.mlp.Linear.forward.0",

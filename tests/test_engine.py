@@ -414,7 +414,9 @@ def test_revert_without_state_folder_strips_the_patch(tree):
 
 
 def test_symlinked_target_stays_a_link(tree, tmp_path):
-    real = tmp_path / "real_fsdp.py"
+    """A link inside the tree to a file inside it is followed (issue 30: one out of the tree is
+    refused, tests/test_faults_links.py)."""
+    real = tree / "real_fsdp.py"
     shutil.move(tree / FSDP, real)
     (tree / FSDP).symlink_to(real)
     original = real.read_bytes()

@@ -16,6 +16,7 @@ from rlpatch.cluster.api import ray_options
 from rlpatch.doctor.examine import STAGE2_TIMEOUT_S, DoctorOptions, examine, install, render_text
 from rlpatch.doctor.target import read_script
 from rlpatch.errors import InputError
+from rlpatch.output.api import shown
 
 
 @click.command("doctor")
@@ -54,7 +55,7 @@ def doctor_cmd(**options: Any) -> int:
     script = read_script(told.script, given_env) if told.script else None
     report = examine(told, script)
     if told.install:
-        report = install(told, script, report, lambda message: click.echo(message, err=True))
+        report = install(told, script, report, lambda message: click.echo(shown(message), err=True))
     if told.output_format == "json":
         click.echo(json.dumps(report, indent=2))
     else:

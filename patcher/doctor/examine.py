@@ -23,6 +23,7 @@ from rlpatch.doctor.verdicts import (
     version_verdicts,
 )
 from rlpatch.errors import EXIT_OK, EXIT_REFUSED
+from rlpatch.output.api import shown_lines
 
 STAGE2_TIMEOUT_S = 120.0  # seconds the whole probe of the target may take, unless --timeout says
 
@@ -197,4 +198,5 @@ def render_text(report: dict[str, Any]) -> str:
     lines += [f"  {v['level']:<4} {v['check']}: {v['message']}" for v in report["verdicts"]]
     levels = [v["level"] for v in report["verdicts"]]
     lines.append(f"{levels.count('FAIL')} FAIL, {levels.count('WARN')} WARN, {levels.count('OK')} OK")
-    return "\n".join(lines) + "\n"
+    # The target's paths, versions and import errors come from outside: escaped, one line each.
+    return "\n".join(shown_lines(lines)) + "\n"

@@ -11,4 +11,4 @@ runs each pair's compare on the node whose disk holds it through the cluster win
 (`check_dumps`, `pair_dumps`, `compare_dumps`); `cli` only builds their options and prints.
 """
 
-MAY_IMPORT: tuple[str, ...] = ("errors", "upstream", "shell", "cluster")
+MAY_IMPORT: tuple[str, ...] = ("errors", "output", "upstream", "shell", "cluster")

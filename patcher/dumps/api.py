@@ -24,6 +24,7 @@ from rlpatch.dumps.layout import scan
 from rlpatch.dumps.options import CheckOptions, CompareOptions, PairOptions
 from rlpatch.dumps.text import check_lines, compare_lines, pair_lines
 from rlpatch.errors import InputError
+from rlpatch.output.api import refuse_links
 
 __all__ = ["CheckOptions", "CompareOptions", "Comparison", "PairOptions", "Progress", "Summary", "check_dumps",
            "compare_dumps", "pair_dumps"]
@@ -135,7 +136,7 @@ def compare_dumps(options: CompareOptions, progress: Progress = no_progress) -> 
 
 
 def _compare_here(options: CompareOptions, progress: Progress) -> Comparison:
-    from rlpatch.dumps.compare import plan, run_all
+    from rlpatch.dumps.compare import plan, run_all, written_paths
     from rlpatch.dumps.divergence import culprits
 
     interpreter = _python(options.python) if options.python else [sys.executable]
@@ -147,6 +148,7 @@ def _compare_here(options: CompareOptions, progress: Progress) -> Comparison:
     if (only is not None or rank is not None) and not pairs:
         raise InputError(f"no pair matches{f' --only {only}' if only else ''}{f' --rank {rank}' if rank is not None else ''}")
     results = plan(pairs, options.backend, options.out, interpreter)
+    followed = refuse_links(options.out, written_paths(results), what="the output folder")
     for result in results:
         result.rtol = options.rtol
     workers = options.jobs or os.cpu_count() or 1
@@ -162,7 +164,7 @@ def _compare_here(options: CompareOptions, progress: Progress) -> Comparison:
         write_report(path, results, data, Facts.collect(options.train, options.infer, options.backend, interpreter,
                                                         options.rtol))
 
-    return Comparison(data, compare_lines(data), _exit_code(data), writer)
+    return Comparison(data, [link.note() for link in followed] + compare_lines(data), _exit_code(data), writer)
 
 
 def _compare_on_cluster(options: CompareOptions, address: str) -> Comparison:

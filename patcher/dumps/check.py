@@ -100,7 +100,8 @@ def _apply_config(found: Expectation, path: str, training_tool: bool) -> None:
     found.config_path = path
     ranks, steps = _int_list(config.get("rank")), _int_list(config.get("step"))
     if ranks and found.ranks is not None:
-        found.ranks = [rank for rank in found.ranks if rank in ranks]
+        wanted = set(ranks)
+        found.ranks = [rank for rank in found.ranks if rank in wanted]
     elif ranks:
         found.ranks = ranks
     if training_tool:
@@ -185,13 +186,29 @@ def _step_report(key: tuple, group: list[StepDir], expected: Expectation) -> Ste
     report.expected_ranks = expected.ranks if expected.ranks is not None else list(range(max(ranks) + 1 if ranks else 0))
     if procs and expected.ranks is not None and len(procs) >= len(expected.ranks):
         return report  # proc folders stand for the ranks: nothing more to count
+    expected_set = set(report.expected_ranks)  # sets: 10^5 rank folders must not cost 10^10 comparisons
     missing = [rank for rank in report.expected_ranks if rank not in ranks]
-    extra = [rank for rank in ranks if rank not in report.expected_ranks]
+    extra = sorted(rank for rank in ranks if rank not in expected_set)
     if missing and not (procs and not ranks):
-        report.problems.append(f"missing rank folders: {', '.join(f'rank{r}' for r in missing)}")
+        report.problems.append(f"missing rank folders: {_rank_names(missing)}")
     if extra:
-        report.problems.append(f"rank folders outside the run: {', '.join(f'rank{r}' for r in extra)}")
+        report.problems.append(f"rank folders outside the run: {_rank_names(extra)}")
     return report
+
+
+def _rank_names(ranks: list[int]) -> str:
+    """`rank1, rank5`, runs of three or more folded (`rank8-rank1023`): 10^5 missing ranks stay one short line."""
+    parts, start = [], 0
+    while start < len(ranks):
+        end = start
+        while end + 1 < len(ranks) and ranks[end + 1] == ranks[end] + 1:
+            end += 1
+        if end - start >= 2:
+            parts.append(f"rank{ranks[start]}-rank{ranks[end]}")
+        else:
+            parts.extend(f"rank{rank}" for rank in ranks[start:end + 1])
+        start = end + 1
+    return ", ".join(parts)
 
 
 def _folder_problems(tree: Tree, mode: str, expected: Expectation, steps_seen: set) -> list[str]:

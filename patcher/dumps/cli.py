@@ -26,6 +26,7 @@ from rlpatch.dumps.api import (
 )
 from rlpatch.dumps.command import BACKENDS, DEFAULT_OUT
 from rlpatch.dumps.options import RAY_TIMEOUT_S
+from rlpatch.output.api import shown_lines
 
 FORMATS = click.Choice(["text", "json"])
 RAY_HELP = ("Compare each pair on the node of this Ray cluster whose disk holds both its files; only summaries "
@@ -37,7 +38,8 @@ def _emit(summary: Summary, fmt: str) -> int:
     if fmt == "json":
         sys.stdout.write(json.dumps(summary.data, indent=2) + "\n")
     else:
-        sys.stdout.write("".join(line + "\n" for line in summary.lines))
+        # Request ids, module names and paths come from the dumps: escaped, they cannot forge a line.
+        sys.stdout.write("".join(line + "\n" for line in shown_lines(summary.lines)))
     return summary.exit_code
 
 

@@ -27,7 +27,10 @@ from dataclasses import dataclass, field
 from rlpatch.dumps.command import compare_argv, planned_commands
 from rlpatch.dumps.correlate import Pair
 from rlpatch.dumps.divergence import Attribution, attribute_csv
+from rlpatch.dumps.mapping import FOLDER as MAPPED_FOLDER
+from rlpatch.dumps.mapping import TENSOR_DIR as MAPPED_TENSORS
 from rlpatch.dumps.mapping import map_training_dump
+from rlpatch.output.api import open_new_log
 
 NOT_MATCHED = "N/A"
 RESULTS = ("pass", "warning", "error")
@@ -103,7 +106,8 @@ class PairResult:
         found = self.attribution
         rows: dict[str, int] = {**self.counts, "unmatched": self.unmatched}
         if found is not None:
-            rows.update(no_data=found.counts["no_data"], roots=found.counts["roots"])
+            rows.update(no_data=found.counts["no_data"], unreadable=found.counts.get("unreadable", 0),
+                        roots=found.counts["roots"])
         return {
             "request_id": self.pair.request_id,
             "train": self.pair.train.as_json(False),
@@ -156,6 +160,17 @@ def plan(pairs: list[Pair], backend: str, out: str, python: list[str]) -> list[P
     return [PairResult(pair, argv, folder) for pair, folder, argv in planned_commands(pairs, backend, out, python)]
 
 
+def written_paths(results: list[PairResult]) -> list[str]:
+    """Every file and folder a compare writes under its pair's folder (msprobe's CSV aside, a new
+    name): checked for links out of `-o` before anything runs."""
+    paths = []
+    for result in results:
+        mapped = os.path.join(result.out, MAPPED_FOLDER)
+        paths += [result.out, os.path.join(result.out, LOG_NAME), mapped, os.path.join(mapped, "dump.json"),
+                  os.path.join(mapped, "stack.json"), os.path.join(mapped, MAPPED_TENSORS)]
+    return paths
+
+
 def run_one(result: PairResult) -> PairResult:
     """Run one compare; its output goes to `{out}/msprobe_compare.log`, the newest new CSV is read."""
     try:
@@ -169,7 +184,7 @@ def run_one(result: PairResult) -> PairResult:
     log_path = os.path.join(result.out, LOG_NAME)
     started = time.perf_counter()
     try:
-        with open(log_path, "w", encoding="utf-8") as log:
+        with open(open_new_log(log_path), "w", encoding="utf-8") as log:
             completed = subprocess.run(result.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                        check=False)
     except OSError as err:

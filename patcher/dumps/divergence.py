@@ -9,9 +9,16 @@ error rises above a noise floor while its inputs' errors do not.
 Rows. Only forward rows matched on both sides decide. Unmatched rows (`N/A` on either side),
 backward rows and roots (the model given to the debugger and the containers of the decoder
 layers: `model`, `decoder`, FSDP's wrapped root; they cannot localise anything) are counted,
-never used. A row whose two sides hold a different number of elements (the merged q/k/v and
-gate/up rows, a `positions` argument matched to `hidden_states`), or whose metrics are `Diff`,
-`unsupported` or empty, is *no data*: counted, never an error.
+never used. A row whose two sides hold a different number of elements (a `positions` argument
+matched to `hidden_states`; the merged q/k/v and gate/up rows of a tensor dump), or whose metrics
+are `Diff`, `unsupported` or empty, is *no data*: it cannot be compared by construction, is
+counted, and never fails a pair. In a statistics dump msprobe 26.2.0 merges the training q/k/v
+(gate/up) rows into one row against vLLM's `qkv_proj` (`gate_up_proj`), marks it `error` ("shape
+of NPU and Bench are inconsistent") and leaves its mean and norm columns `Diff`; the merged
+statistics follow exactly from the parts' (max of maxima, min of minima, the size-weighted mean,
+the root of the summed squared norms) and are compared. A row whose name does not parse (a
+newline or a `;` in a module name) is *unreadable*: counted and named, and a pair with one is
+never `agrees` or `within-floor` (it is `undecided`): a row rlpatch did not read says nothing.
 
 Error of a tensor, a relative error in both tasks so that it compares with a dtype's rounding:
 - `task: tensor`: `EucDist / Bench l2norm`, the norm-relative error ||t - i|| / ||i|| (`1 - Cosine`
@@ -168,15 +175,22 @@ def _floor(record: dict[str, str], rtol: float | None) -> float:
 
 def tensor_error(record: dict[str, str]) -> float | None:
     """The relative error of one matched row (see the module docstring), None when it has no data."""
-    npu, bench = _numel(record.get("NPU Tensor Shape") or ""), _numel(record.get("Bench Tensor Shape") or "")
-    if npu is None or npu != bench:
+    npu_shapes = record.get("NPU Tensor Shape") or ""
+    npu, bench = _numel(npu_shapes), _numel(record.get("Bench Tensor Shape") or "")
+    if npu is None or bench is None:
         return None
     if "Cosine" in record:
+        if npu != bench:
+            return None
         distance, norm = _number(record.get("EucDist")), _number(record.get("Bench l2norm"))
         if distance is not None and norm is not None:
             return distance / norm if norm > 0 else (0.0 if distance == 0 else None)
         cosine = _number(record.get("Cosine"))
         return None if cosine is None else math.sqrt(max(0.0, 2 * (1 - cosine)))
+    if ";" in npu_shapes:
+        return _merged_statistics_error(record, [_numel(shape) for shape in npu_shapes.split(";")], bench)
+    if npu != bench:
+        return None
     return _statistics_error(record, bench)
 
 
@@ -185,14 +199,56 @@ def _statistics_error(record: dict[str, str], numel: int) -> float | None:
     values = [_number(record.get(f"Bench {stat}")) for stat in ("l2norm", "max", "min", "mean")]
     if any(value is None for value in diffs + values):
         return None
-    norm_diff, *others = [abs(d) for d in diffs if d is not None]
-    norm, *stats = [abs(v) for v in values if v is not None]
+    return _relative_statistics([d for d in diffs if d is not None], [v for v in values if v is not None], numel)
+
+
+def _relative_statistics(diffs: list[float], values: list[float], numel: int) -> float:
+    """diffs and the inference side's values of (l2norm, max, min, mean): the largest relative error."""
+    norm_diff, *others = [abs(d) for d in diffs]
+    norm, *stats = [abs(v) for v in values]
     rms = norm / math.sqrt(max(numel, 1))
     errors = [norm_diff / norm if norm > 0 else (0.0 if norm_diff == 0 else math.inf)]
     for diff, value in zip(others, stats, strict=True):
         scale = max(value, rms)
         errors.append(diff / scale if scale > 0 else (0.0 if diff == 0 else math.inf))
     return max(errors)
+
+
+def _cells(text: str | None, parts: int) -> list[float] | None:
+    """The per-part values of a merged statistics cell (`a;b;c`, or one value msprobe already merged)."""
+    values = [_number(cell) for cell in (text or "").split(";")]
+    if any(value is None for value in values) or len(values) not in (1, parts):
+        return None
+    return [value for value in values if value is not None]
+
+
+def _merged_statistics_error(record: dict[str, str], parts: list[int | None], bench_numel: int) -> float | None:
+    """A training row msprobe merged from several modules (q/k/v against vLLM's `qkv_proj`, gate/up
+    against `gate_up_proj`: `NPU Name` and every NPU cell `;`-separated). Where the inference tensor is
+    the parts concatenated (outputs, weights: the element counts add up), its statistics follow exactly
+    from the parts': max of the maxima, min of the minima, the size-weighted mean, the root of the
+    summed squared L2 norms. Where each part is the whole inference tensor (the one input every
+    projection reads), each part compares with it. Otherwise the row cannot be compared: None."""
+    sizes = [size for size in parts if size is not None]
+    if len(sizes) != len(parts) or not sizes:
+        return None
+    npu = {stat: _cells(record.get(f"NPU {stat}"), len(sizes)) for stat in ("l2norm", "max", "min", "mean")}
+    bench = [_number(record.get(f"Bench {stat}")) for stat in ("l2norm", "max", "min", "mean")]
+    if any(cells is None for cells in npu.values()) or any(value is None for value in bench):
+        return None
+    values = [value for value in bench if value is not None]
+    l2, high, low, mean = (cells or [] for cells in npu.values())
+    if sum(sizes) == bench_numel and len(mean) == len(l2) == len(sizes):
+        merged = [math.sqrt(sum(v * v for v in l2)), max(high), min(low),
+                  sum(n * m for n, m in zip(sizes, mean, strict=True)) / bench_numel]
+        return _relative_statistics([m - b for m, b in zip(merged, values, strict=True)], values, bench_numel)
+    if all(size == bench_numel for size in sizes):
+        def part(cells: list[float], index: int) -> float:
+            return cells[index] if len(cells) > 1 else cells[0]
+
+        return max(_relative_statistics([part(cells, i) - b for cells, b in zip((l2, high, low, mean), values, strict=True)],
+                                        values, bench_numel) for i in range(len(sizes)))
+    return None
 
 
 def read_records(path: str) -> list[dict[str, str]]:
@@ -207,9 +263,11 @@ def _is_root(path: str, all_paths: set[str]) -> bool:
     return any(other.startswith(path + ".") and _LAYER.search(other[len(path):]) for other in all_paths)
 
 
-def group(records: Iterable[dict[str, str]], rtol: float | None = None) -> tuple[list[Module], dict[str, int]]:
-    """The matched forward modules of a compare CSV in its order, and the counts of the rest."""
-    counts = {"compared": 0, "no_data": 0, "unmatched": 0, "backward": 0, "roots": 0}
+def group(records: Iterable[dict[str, str]], rtol: float | None = None,
+          unreadable: list[dict[str, str]] | None = None) -> tuple[list[Module], dict[str, int]]:
+    """The matched forward modules of a compare CSV in its order, and the counts of the rest; the rows
+    whose names rlpatch cannot parse (a newline, a `;` inside a module name) go to `unreadable`."""
+    counts = {"compared": 0, "no_data": 0, "unreadable": 0, "unmatched": 0, "backward": 0, "roots": 0}
     modules: dict[str, Module] = {}
     for record in records:
         name = (record.get("NPU Name") or NOT_MATCHED).strip()
@@ -223,7 +281,9 @@ def group(records: Iterable[dict[str, str]], rtol: float | None = None) -> tuple
         first, first_bench = name.split(";")[0].strip(), bench.split(";")[0].strip()
         parsed, parsed_bench = _ROW.match(first), _ROW.match(first_bench)
         if parsed is None or parsed_bench is None:
-            counts["no_data"] += 1
+            counts["unreadable"] += 1
+            if unreadable is not None:
+                unreadable.append(record)
             continue
         key = f"{parsed['module']}.forward.{parsed['call']}"
         module = modules.setdefault(key, Module(key, f"{parsed_bench['module']}.forward.{parsed_bench['call']}",
@@ -268,7 +328,20 @@ def _input_error(index: int, modules: list[Module], judged: dict[int, float]) ->
 
 
 def attribute(records: Iterable[dict[str, str]], rtol: float | None = None) -> Attribution:
-    modules, counts = group(records, rtol)
+    unreadable: list[dict[str, str]] = []
+    modules, counts = group(records, rtol, unreadable)
+    found = _attribute(modules, counts)
+    if unreadable and found.verdict in ("agrees", "within-floor"):
+        # A row that was not read says nothing either way: the pair cannot be called clean.
+        errors = sum(1 for row in unreadable if (row.get("Result") or "").strip().lower() == "error")
+        first = (unreadable[0].get("NPU Name") or "").strip()
+        found.verdict = "undecided"
+        found.why = (f"{len(unreadable)} row(s) rlpatch cannot read ({errors} marked error by msprobe), first "
+                     f"{first[:200]!r}: their names do not parse as module rows; nothing is said about them")
+    return found
+
+
+def _attribute(modules: list[Module], counts: dict[str, int]) -> Attribution:
     points: list[Point] = []
     culprit: tuple[Module, Point] | None = None
     first_above: Tensor | None = None

@@ -22,7 +22,11 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, TextIO
+
+from rlpatch.dumps.jsonstream import events
+from rlpatch.output.api import atomic_text
 
 WRAPPER = "_fsdp_wrapped_module."
 FOLDER = "train_fsdp_names"
@@ -43,47 +47,78 @@ def is_wrapped_root(name: str) -> bool:
     return _ROOT.match(name) is not None
 
 
+def mapped_name(name: str) -> str | None:
+    """A dump name's name in the mapped copy (None: left out); it depends on the name alone, so the
+    copy is written entry by entry without a table of every name."""
+    new = fsdp1_name(name)
+    return None if is_wrapped_root(new) else new
+
+
 def mapped_names(names: list[str]) -> dict[str, str | None]:
     """Each dump name and its name in the mapped copy (None: left out); only the names that change."""
-    changes: dict[str, str | None] = {}
-    for name in names:
-        new = fsdp1_name(name)
-        if is_wrapped_root(new):
-            changes[name] = None
-        elif new != name:
-            changes[name] = new
-    return changes
+    return {name: new for name in names if (new := mapped_name(name)) != name}
 
 
 def map_training_dump(train_json: str, out: str) -> str | None:
     """Write `{out}/train_fsdp_names/dump.json` (and its tensor links) when the training dump needs
-    the mapping; returns its path, or None when msprobe can read the dump as it is."""
-    with open(train_json, encoding="utf-8") as handle:
-        document = json.load(handle)
-    data = document.get("data") if isinstance(document, dict) else None
-    if not isinstance(data, dict):
-        return None
-    changes = mapped_names(list(data))
-    if not changes:
-        return None
+    the mapping; returns its path, or None when msprobe can read the dump as it is.
+
+    The dump is streamed one module entry at a time (a real model's dump.json runs to hundreds of
+    MB): up to the first name that changes, then once more to write the renamed copy piece by piece;
+    no table of names is kept (a name's new name depends on it alone)."""
+    if not _starts_object(train_json):
+        return None  # not msprobe's one object: msprobe reads (and reports) it as it is
+    with open(train_json, encoding="utf-8") as handle:  # stops at the first name that changes
+        if not any(inner is not None and mapped_name(inner) != inner for _, _, inner, _ in events(handle, "data")):
+            return None
     folder = os.path.join(out, FOLDER)
     os.makedirs(folder, exist_ok=True)
-    files: dict[str, str] = {}
-    mapped: dict[str, Any] = {}
-    for name, entry in data.items():
-        new = changes.get(name, name)
-        if new is not None:
-            mapped[new] = _renamed_files(entry, name, new, files) if new != name else entry
-    document["data"] = mapped
     source_dir = os.path.join(os.path.dirname(os.path.abspath(train_json)), TENSOR_DIR)
-    if isinstance(document.get("dump_data_dir"), str):
-        document["dump_data_dir"] = os.path.join(os.path.abspath(folder), TENSOR_DIR)
-    _link_tensors(source_dir, os.path.join(folder, TENSOR_DIR), files, [_data_names(e) for e in mapped.values()])
-    _map_stack(os.path.join(os.path.dirname(train_json), "stack.json"), os.path.join(folder, "stack.json"), changes)
+    target_dir = os.path.join(folder, TENSOR_DIR)
+    if os.path.isdir(source_dir):
+        os.makedirs(target_dir, exist_ok=True)
     path = os.path.join(folder, "dump.json")
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump(document, handle)
+    with open(train_json, encoding="utf-8") as handle, atomic_text(path) as copy:
+        _write_mapped(events(handle, "data"), copy, source_dir, target_dir,
+                      os.path.join(os.path.abspath(folder), TENSOR_DIR))
+    _map_stack(os.path.join(os.path.dirname(train_json), "stack.json"), os.path.join(folder, "stack.json"))
     return path
+
+
+def _starts_object(path: str) -> bool:
+    """Whether the first character that is not whitespace is `{` (msprobe's dump is one object)."""
+    with open(path, encoding="utf-8") as handle:
+        while True:
+            char = handle.read(1)
+            if not char or char not in " \t\r\n":  # "" (the end) is in every string: test it first
+                return char == "{"
+
+
+def _write_mapped(found: Iterator[tuple[str, str, str | None, Any]], copy: TextIO, source_dir: str, target_dir: str, new_data_dir: str) -> None:
+    """The copy of the dump, member by member: `data` renamed, `dump_data_dir` pointing at the links."""
+    copy.write("{")
+    separator, inner_separator = "", ""
+    for kind, key, inner, value in found:
+        if kind == "open":
+            copy.write(f"{separator}{json.dumps(key)}: {{")
+            separator, inner_separator = ", ", ""
+        elif kind == "close":
+            copy.write("}")
+        elif inner is not None:
+            new = mapped_name(inner)
+            if new is None:
+                continue
+            files: dict[str, str] = {}
+            entry = _renamed_files(value, inner, new, files) if new != inner else value
+            copy.write(f"{inner_separator}{json.dumps(new)}: {json.dumps(entry)}")
+            inner_separator = ", "
+            _link_tensors(source_dir, target_dir, files, [_data_names(entry)])
+        else:
+            if key == "dump_data_dir" and isinstance(value, str):
+                value = new_data_dir
+            copy.write(f"{separator}{json.dumps(key)}: {json.dumps(value)}")
+            separator = ", "
+    copy.write("}")
 
 
 def _renamed_files(value: Any, old: str, new: str, files: dict[str, str]) -> Any:
@@ -113,7 +148,6 @@ def _link_tensors(source_dir: str, target_dir: str, renamed: dict[str, str], kep
     """One symlink per tensor file the mapped dump names (msprobe follows links, with a warning)."""
     if not os.path.isdir(source_dir):
         return
-    os.makedirs(target_dir, exist_ok=True)
     for names in kept:
         for name in names:
             source = os.path.join(source_dir, renamed.get(name, name))
@@ -122,16 +156,22 @@ def _link_tensors(source_dir: str, target_dir: str, renamed: dict[str, str], kep
                 os.symlink(os.path.abspath(source), target)
 
 
-def _map_stack(source: str, target: str, changes: dict[str, str | None]) -> None:
-    """stack.json (`{"0": [[names...], [frames...]]}`) with the names mapped, so the stack column stays."""
+def _stack_name(name: object) -> object | None:
+    return mapped_name(name) if isinstance(name, str) else name
+
+
+def _map_stack(source: str, target: str) -> None:
+    """stack.json (`{"0": [[names...], [frames...]]}`) with the names mapped, so the stack column stays;
+    streamed member by member like the dump (it grows with the dump). Unreadable: no stack column."""
     try:
-        with open(source, encoding="utf-8") as handle:
-            stacks = json.load(handle)
+        if not os.path.isfile(source) or not _starts_object(source):
+            return
+        with open(source, encoding="utf-8") as handle, atomic_text(target) as copy:
+            copy.write("{")
+            for index, (_, key, _, value) in enumerate(events(handle, "\0")):  # no nested member
+                if isinstance(value, list) and value and isinstance(value[0], list):
+                    value[0] = [new for name in value[0] if (new := _stack_name(name)) is not None]
+                copy.write(f"{', ' if index else ''}{json.dumps(key)}: {json.dumps(value)}")
+            copy.write("}")
     except (OSError, ValueError, RecursionError):
         return
-    if isinstance(stacks, dict):
-        for value in stacks.values():
-            if isinstance(value, list) and value and isinstance(value[0], list):
-                value[0] = [changes.get(name, name) for name in value[0] if changes.get(name, name) is not None]
-    with open(target, "w", encoding="utf-8") as handle:
-        json.dump(stacks, handle)

@@ -10,15 +10,18 @@
   counter restarted too: a problem). Training ranks are unique per process, so a second pid there is
   always a restart.
 - Is a request id logged in more than one step of one rank (a second pass dumped it again)?
-Logs are read line by line; only the few numbers each check needs are kept.
+Logs are streamed line by line (`stream_log`); only the few numbers each check needs are kept.
 """
 
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from rlpatch.dumps.correlate import normalise_request_id, read_log
+from rlpatch.dumps.correlate import MAX_LINE, Record, normalise_request_id, parse_timestamp, record_problem
+from rlpatch.dumps.correlate import _lines as lines_of
 from rlpatch.dumps.layout import DUMP_JSON, Tree
 
 
@@ -49,9 +52,51 @@ def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+# Bad lines said per log before the rest are only counted: a damaged 1 GB log is one screen, not a million lines.
+MAX_LINE_PROBLEMS = 20
+
+
+def stream_log(path: str, pid: int, problems: list[str]) -> Iterator[Record]:
+    """The valid records of one log in file order, one at a time (memory bounded by the longest line,
+    never by the file); bad lines become problems (the first MAX_LINE_PROBLEMS, then a count). The
+    same checks as `correlate.read_log`, which pairing uses (it needs the records sorted by time)."""
+    bad = 0
+
+    def say(problem: str) -> None:
+        nonlocal bad
+        bad += 1
+        if bad <= MAX_LINE_PROBLEMS:
+            problems.append(problem)
+
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            for number, line in lines_of(handle):
+                if line is None:
+                    say(f"{path}:{number}: a line over {MAX_LINE} characters: not a record")
+                    continue
+                if not line.strip():
+                    continue
+                try:
+                    data = json.loads(line)
+                except (ValueError, RecursionError):
+                    say(f"{path}:{number}: not a JSON record")
+                    continue
+                if not isinstance(data, dict):
+                    say(f"{path}:{number}: not a JSON object")
+                elif (wrong := record_problem(data)) is not None:
+                    say(f"{path}:{number}: {wrong}")
+                else:
+                    yield Record(data, pid, number, parse_timestamp(data.get("timestamp")))
+    except OSError as err:
+        problems.append(f"{path}: unreadable ({err.strerror})")
+    if bad > MAX_LINE_PROBLEMS:
+        problems.append(f"{path}: {bad - MAX_LINE_PROBLEMS} more bad line(s) not listed")
+
+
 def read_process_log(pid: int, path: str, problems: list[str], inference: bool) -> ProcessLog:
+    """What check needs of one log, read in one streaming pass: only the numbers are kept."""
     found = ProcessLog(pid, path)
-    for record in read_log(path, pid, problems):
+    for record in stream_log(path, pid, problems):
         step, rank = _int(record.get("step")), _int(record.get("rank"))
         if step is None or rank is None:
             continue

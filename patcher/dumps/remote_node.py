@@ -17,10 +17,11 @@ import sys
 from typing import Any
 
 from rlpatch.dumps.command import compare_argv
-from rlpatch.dumps.compare import PairResult, run_all
+from rlpatch.dumps.compare import PairResult, run_all, written_paths
 from rlpatch.dumps.correlate import Correlation, Pair, correlate
 from rlpatch.dumps.layout import Tree, scan
 from rlpatch.errors import InputError
+from rlpatch.output.api import refuse_links
 
 MSPROBE_CHECK = ("import importlib.util as u, importlib.metadata as m; "
                  "assert u.find_spec('msprobe.msprobe'), 'no msprobe.msprobe'; print(m.version('mindstudio-probe'))")
@@ -98,6 +99,10 @@ def compare_node(planned: list[tuple[Pair, str]], backend: str, out: str, python
         result = PairResult(pair, compare_argv(pair.train.path, pair.infer.path, backend, here, argv), here)
         result.rtol = rtol
         results.append(result)
+    try:  # the same rule as on the driver's disk: nothing through a link out of -o
+        refuse_links(root, written_paths(results), what="the output folder")
+    except InputError as err:
+        return {"error": err.message}
     run_all(results, jobs or os.cpu_count() or 1)
     for result in results:
         if result.error is None and result.attribution is None:  # run_one raised (an unwritable -o, say)

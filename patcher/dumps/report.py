@@ -19,13 +19,13 @@ import os
 import shlex
 import subprocess
 import sys
-import tempfile
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
 from rlpatch.dumps.compare import PairResult
 from rlpatch.errors import InputError
+from rlpatch.output.api import write_output
 
 INSTALL_HINT = "pip install 'rlpatch[report]'"
 STYLE = """
@@ -185,7 +185,8 @@ def render(results: list[PairResult], data: dict[str, Any], facts: Facts, base: 
             f"<td class=\"{entry['verdict']}\">{entry['verdict']}</td><td><code>{html.escape(module)}</code></td>"
             f"<td>{html.escape(entry['why'] or '')}</td>"
             f"<td>{rows['pass']}/{rows['warning']}/{rows['error']} pass/warning/error, {rows['unmatched']} unmatched,"
-            f" {rows.get('no_data', 0)} no data</td><td>{_link(entry['csv'], base)}</td></tr>")
+            f" {rows.get('no_data', 0)} no data" + (f", {rows['unreadable']} unreadable" if rows.get("unreadable") else "")
+            + f"</td><td>{_link(entry['csv'], base)}</td></tr>")
     parts.append("</table>")
     parts.append(f"<h2>Unpaired ({len(data['unpaired'])})</h2>")
     if data["unpaired"]:
@@ -209,15 +210,4 @@ def write_report(path: str, results: list[PairResult], data: dict[str, Any], fac
     if not os.path.isdir(directory):
         raise InputError(f"{path}: its directory does not exist")
     text = render(results, data, facts, directory)
-    handle, temporary = tempfile.mkstemp(prefix=".rlpatch-report-", suffix=".html", dir=directory)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as output:
-            output.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temporary, 0o666 & ~umask)  # mkstemp makes it private; a report is an ordinary file
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
+    write_output(path, text)  # a link at `path` is replaced, never written through

@@ -81,7 +81,9 @@ def compare_lines(data: dict[str, Any]) -> list[str]:
         lines.append(f"{head}: {result['verdict']}: {result['why']}")
         rows = result["rows"]
         lines.append(f"  rows: {rows['pass']} pass, {rows['warning']} warning, {rows['error']} error (msprobe), "
-                     f"{rows['unmatched']} unmatched, {rows.get('no_data', 0)} no data, {rows.get('roots', 0)} root "
+                     f"{rows['unmatched']} unmatched, {rows.get('no_data', 0)} no data, "
+                     + (f"{rows['unreadable']} unreadable, " if rows.get("unreadable") else "")
+                     + f"{rows.get('roots', 0)} root "
                      f"[{result['csv']}]")
     lines.extend(f"unpaired ({u['side']}) {u['request_id']}: {u['why']}" for u in data["unpaired"])
     lines.extend(f"problem: {problem}" for problem in data["problems"])

@@ -8,4 +8,4 @@ model as `lint`) and checks what it wrote with the linter's api (`rlpatch.lint.a
 findings, the composed verl config); it may import the upstream facts.
 """
 
-MAY_IMPORT: tuple[str, ...] = ("errors", "lint", "upstream", "shell")
+MAY_IMPORT: tuple[str, ...] = ("errors", "output", "lint", "upstream", "shell")

@@ -15,6 +15,7 @@ from typing import Any
 
 from rlpatch.errors import InputError
 from rlpatch.lint.api import Finding, LintOptions, lint_file
+from rlpatch.output.api import discard, stage
 from rlpatch.shell.api import Span, file_kind
 
 CONFIG_ROLES = ("train", "infer", "infer-prefill", "infer-decode")
@@ -118,20 +119,18 @@ def _moved_back(finding: Finding, scratch: str, folder: str) -> Finding:
 
 
 def write_all(files: dict[str, str], script: str) -> None:
-    """Each file through a temporary file and a rename; the new script gets the original's mode bits."""
-    staged = []
+    """Each file through a temporary file and a rename (a link at an output path is replaced, never
+    written through); the new script gets the original's mode bits. A file that cannot be staged
+    (disk full) leaves no temporary behind and the message names it."""
+    staged: list[tuple[str, str]] = []
     try:
-        for path, text in files.items():
+        for index, (path, text) in enumerate(files.items()):
             directory = os.path.dirname(os.path.abspath(path))
             os.makedirs(directory, exist_ok=True)
-            handle, temporary = tempfile.mkstemp(dir=directory, prefix=".rlpatch-gen-")
-            with os.fdopen(handle, "w", encoding="utf-8") as stream:
-                stream.write(text)
-            staged.append((temporary, path))
-        os.chmod(staged[0][0], os.stat(script).st_mode & 0o777)
+            mode = os.stat(script).st_mode & 0o777 if index == 0 else None
+            staged.append((stage(os.path.join(directory, os.path.basename(path)), text.encode("utf-8"), mode), path))
     except OSError as err:
-        for temporary, _ in staged:
-            os.unlink(temporary)
-        raise InputError(f"cannot write {err.filename or ''}: {err.strerror or err} (nothing written)") from None
+        discard([temporary for temporary, _ in staged])
+        raise InputError(f"cannot write {err.filename or 'the output'}: {err.strerror or err} (nothing written)") from None
     for temporary, path in staged:
         os.replace(temporary, path)

@@ -15,4 +15,4 @@ imports the patch engine (nor libcst) on its own path: RL605/RL607 ask the patch
 (`rlpatch.patch.api.verify_payload`), imported inside the function only when a run needs a patch state.
 """
 
-MAY_IMPORT: tuple[str, ...] = ("errors", "registry", "upstream", "shell", "patch")
+MAY_IMPORT: tuple[str, ...] = ("errors", "output", "registry", "upstream", "shell", "patch")

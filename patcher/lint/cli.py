@@ -22,6 +22,7 @@ from rlpatch.lint.commands import (
     write_report,
 )
 from rlpatch.lint.options import ExtraArgsCommand, ScriptOptions
+from rlpatch.output.api import shown
 from rlpatch.shell.api import MODES
 
 # The options that say how the scripts will run (`_common`'s, and lint's --allow-level).
@@ -92,9 +93,9 @@ def lint_cmd(ctx: click.Context, files: tuple[str, ...], **values: Any) -> int:
     command = LintCommand(files=files, script=script, **values)
     outcome = run_lint(command)
     for warning in outcome.warnings:
-        click.echo(f"rlpatch lint: warning: {warning}", err=True)
+        click.echo(f"rlpatch lint: warning: {shown(warning)}", err=True)
     for error in outcome.errors:
-        click.echo(f"rlpatch: error: {error}", err=True)
+        click.echo(f"rlpatch: error: {shown(error)}", err=True)
     write_report(outcome.report, command.output_file)
     return outcome.exit_code
 

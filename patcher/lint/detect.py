@@ -7,6 +7,7 @@ import click
 from rlpatch.errors import InputError
 from rlpatch.lint.engine import lint_path
 from rlpatch.lint.rule import LintOptions
+from rlpatch.output.api import shown
 from rlpatch.upstream.api import TRAINERS
 
 
@@ -15,7 +16,7 @@ def describe_file(path: str, options: LintOptions, stdin: bytes | None) -> dict 
     input error."""
     result = lint_path(path, options, [], stdin)
     if result.error:
-        click.echo(f"rlpatch: error: {result.error}", err=True)
+        click.echo(f"rlpatch: error: {shown(result.error)}", err=True)
         return None
     if not result.runs:
         unknown = [{"what": u.what, "file": u.span.file, "line": u.span.line, "column": u.span.column}

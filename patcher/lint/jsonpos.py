@@ -12,9 +12,12 @@ from __future__ import annotations
 import bisect
 import json
 import re
+import sys
 from dataclasses import dataclass
 from json.decoder import scanstring  # type: ignore[attr-defined]  # CPython defines it there; typeshed omits it
 from typing import Any
+
+from rlpatch.errors import InputError
 
 Path = tuple[str | int, ...]
 
@@ -73,6 +76,9 @@ def parse(text: str) -> Document:
         raise JsonError(err.msg, err.lineno, err.colno) from None
     except RecursionError:  # msprobe's json.load fails the same way
         raise JsonError("nested too deeply for Python's json module (it raises RecursionError)", 1, 1) from None
+    except ValueError as err:  # an integer past Python's int_max_str_digits: msprobe's json.load fails too
+        raise InputError(f"a number longer than Python's limit of {sys.get_int_max_str_digits()} digits: "
+                         f"Python's json module (msprobe's too) cannot read it ({str(err)[:60]}...)") from None
     walker = _Walker(text)
     try:
         walker.value(walker.skip(0), ())

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Iterable, NamedTuple, cast
 
+from rlpatch.errors import InputError
 from rlpatch.lint.rule import Fact, Finding, LintContext, LintRule, Severity
 from rlpatch.shell.api import INFERENCE_DUMP_KEYS, Run, Span
 
@@ -108,7 +109,10 @@ def lint_config_file(path: str, rules: Iterable[LintRule]) -> list[Finding]:
     from rlpatch.lint.msprobe_schema import Options
 
     codes = {rule.code for rule in rules}
-    found = check_bytes(read_config(path), path, Options())
+    try:
+        found = check_bytes(read_config(path), path, Options())
+    except InputError as err:  # the parser's own errors do not know the file
+        raise InputError(err.message if err.message.startswith(f"{path}:") else f"{path}: {err.message}") from None
     return sorted(
         (Finding(f.code, _severity(f), f.message, _span(f)) for f in found if f.code in codes),
         key=Finding.sort_key,

@@ -18,6 +18,7 @@ from rlpatch.lint.config import find_config
 from rlpatch.lint.docs import docs_url
 from rlpatch.lint.engine import FileResult, rule_classes
 from rlpatch.lint.rule import SEVERITY_LETTER, SEVERITY_RANK, Finding, LintRule
+from rlpatch.output.api import shown
 
 FORMATS = ("concise", "full", "json", "github", "sarif")
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -50,14 +51,15 @@ _SEVERITY_COLOUR = {"error": "red", "warning": "yellow", "info": "cyan"}
 
 
 def _headline(f: Finding, color: bool) -> str:
-    place = f"{f.span.file}:{f.span.line}:{f.span.column}:"
+    # The file name and the message quote the script (a hostile one holds newlines and escapes).
+    place = f"{shown(f.span.file)}:{f.span.line}:{f.span.column}:"
     code = f"{f.code} [{SEVERITY_LETTER[f.severity]}]"
     if color:
         import click
 
         place = click.style(place, bold=True)
         code = click.style(code, fg=_SEVERITY_COLOUR[f.severity], bold=True)
-    return f"{place} {code} {f.message}\n"
+    return f"{place} {code} {shown(f.message)}\n"
 
 
 def use_color(choice: str, to_terminal: bool, environ: Mapping[str, str] | None = None) -> bool:
@@ -84,10 +86,10 @@ def report_full(results: list[FileResult], out: TextIO, color: bool = False) -> 
         text = _line(lines_cache, f.span.file, f.span.line)
         if text is not None:
             width = max(1, (f.span.end_column - f.span.column) if f.span.end_line == f.span.line else len(text) - f.span.column + 1)
-            out.write(f"  {f.span.line:>4} | {text}\n       | {' ' * (f.span.column - 1)}{'^' * width}\n")
+            out.write(f"  {f.span.line:>4} | {shown(text)}\n       | {' ' * (f.span.column - 1)}{'^' * width}\n")
         for span in f.related:
-            out.write(f"  note: see also {span.file}:{span.line}:{span.column}\n")
-        out.write(f"  docs: {rule_url(f.code, f.span.file)}\n\n")
+            out.write(f"  note: see also {shown(span.file)}:{span.line}:{span.column}\n")
+        out.write(f"  docs: {shown(rule_url(f.code, f.span.file))}\n\n")
     _summary(results, out)
 
 

@@ -15,4 +15,4 @@ cluster wing (its options, and a lazy import of its driver only with `--ray`), w
 command on every node through the CLI and never imports this wing.
 """
 
-MAY_IMPORT: tuple[str, ...] = ("errors", "registry", "upstream", "cluster")
+MAY_IMPORT: tuple[str, ...] = ("errors", "output", "registry", "upstream", "cluster")

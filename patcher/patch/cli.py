@@ -17,6 +17,7 @@ import click
 from rlpatch import registry
 from rlpatch.cluster.api import ray_options
 from rlpatch.errors import EXIT_OK, EXIT_REFUSED, InputError
+from rlpatch.output.api import shown
 from rlpatch.patch import api
 from rlpatch.patch.engine import RuleReport, set_state
 from rlpatch.patch.rule import PatchRule, Target
@@ -58,7 +59,7 @@ def on_cluster(options: dict[str, Any]) -> int | None:
 
 
 def say(message: str) -> None:
-    click.echo(message, err=True)
+    click.echo(shown(message), err=True)  # paths inside a tree are its own: one line, no terminal escapes
 
 
 # ---------------------------------------------------------------------------------------------

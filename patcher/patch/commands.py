@@ -170,7 +170,7 @@ def apply(targets: Sequence[Target], rules: Sequence[PatchRule], options: ApplyO
         for root, checkout in checkouts.items():
             session.manifest(root).git_head = checkout.head()
             checkout.exclude(transaction.state_dir(root))
-        engine.commit_all(session, writes, "apply")
+        engine.commit_all(session, writes, "apply", say)
         result = ApplyResult(reports, outcomes=_settle(reports, {"absent": ("applied", Outcome.APPLIED_NOW),
                                                                  "partial": ("applied", Outcome.APPLIED_NOW),
                                                                  "applied": ("applied", Outcome.ALREADY_APPLIED)}))
@@ -266,7 +266,7 @@ def revert(targets: Sequence[Target], rules: Sequence[PatchRule], say: Say = sil
             return RevertResult(reports, refusal=err.message)
         notes += _committed_notes(session, reports)
         _forget_stale(session, reports, writes)
-        engine.commit_all(session, writes, "revert")
+        engine.commit_all(session, writes, "revert", say)
         outcomes = _settle(reports, {"applied": ("absent", Outcome.REVERTED), "partial": ("absent", Outcome.REVERTED),
                                      "absent": ("absent", Outcome.NOTHING_TO_REVERT)})
     return RevertResult(reports, notes=notes, outcomes=outcomes)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Literal, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Literal, Sequence
 
 from rlpatch.errors import InputError
 from rlpatch.patch import transaction
@@ -411,8 +411,12 @@ def revert_writes(session: Session, reports: Sequence[RuleReport]) -> tuple[dict
 # ---------------------------------------------------------------------------------------------
 
 
-def commit_all(session: Session, writes: dict[str, list[Write]], command: str) -> None:
-    """Check every root is writable, then commit root by root (each one all-or-nothing)."""
+def commit_all(session: Session, writes: dict[str, list[Write]], command: str, say: Callable[[str], None]) -> None:
+    """Check every root is writable and every file stays inside its tree (links that point back
+    inside are said), then commit root by root (each one all-or-nothing)."""
+    for root, root_writes in writes.items():
+        for link in transaction.check_links(root, root_writes):
+            say(link.note())
     for root, root_writes in writes.items():
         transaction.check_writable(root, [w for w in root_writes if not w.relative.startswith(transaction.STATE_DIR)])
     for root, root_writes in writes.items():

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from rlpatch.errors import RefusedError
+from rlpatch.output.api import links_on_the_way
 
 
 @dataclass
@@ -47,6 +48,7 @@ class Checkout:
         """Keep rlpatch's state folder out of `git status` via `.git/info/exclude`."""
         pattern = "/" + str(folder.resolve().relative_to(self.toplevel)).replace(os.sep, "/") + "/"
         exclude = Path(self.repo.git_dir) / "info" / "exclude"
+        links_on_the_way(self.repo.git_dir, str(exclude), what="the git folder")  # a planted link: refused, exit 2
         existing = exclude.read_text(encoding="utf-8").splitlines() if exclude.exists() else []
         if pattern in existing:
             return

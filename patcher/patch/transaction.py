@@ -26,8 +26,6 @@ import hashlib
 import json
 import os
 import shutil
-import stat
-import tempfile
 import time
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
@@ -35,6 +33,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from rlpatch.errors import InputError, RefusedError
+from rlpatch.output.api import TEMPORARY_SUFFIX, LinkInside, atomic_write, fsync_dir, links_on_the_way
 from rlpatch.patch import statefiles
 from rlpatch.patch.statefiles import STATE_DIR, Damaged, expect
 
@@ -50,76 +49,23 @@ def state_dir(root: str) -> Path:
     return Path(root) / STATE_DIR
 
 
-TEMPORARY_SUFFIX = ".rlpatch-tmp"
-# Errors of fsync on a folder that only say the file system cannot do it; anything else (EIO,
-# ENOSPC, EDQUOT) means the rename may not be durable and fails the write.
-_FSYNC_UNSUPPORTED = {errno.EINVAL, errno.EBADF, errno.EACCES, errno.EPERM, errno.EISDIR, errno.ENOTSUP}
+_fsync_dir = fsync_dir
 
 
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError as err:
-        if err.errno not in _FSYNC_UNSUPPORTED:
-            err.filename = err.filename or str(path)
-            raise
-    finally:
-        os.close(fd)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
-
-
-def atomic_write(path: Path, data: bytes, mode: int | None = None, owner: tuple[int, int] | None = None) -> None:
-    """Replace `path` with `data` in one rename; the file is never seen half-written.
-
-    A symlink is followed (the link stays a link), and the owner of a file that existed (or the
-    `owner` given) is kept when this process may set it (root patching another user's tree).
-    An OSError names `path` in its `filename`; the temporary is gone when it is raised.
-    """
-    if path.is_symlink():
-        path = Path(os.path.realpath(path))
-    try:
-        info = path.stat()
-        owner = owner or (info.st_uid, info.st_gid)
-    except FileNotFoundError:
-        pass
-    temporary = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMPORARY_SUFFIX)
-        try:
-            _write_all(handle, data)
-            os.fsync(handle)
-        finally:
-            os.close(handle)
-        if mode is not None:
-            os.chmod(temporary, stat.S_IMODE(mode))
-        if owner is not None and owner != (os.getuid(), os.getgid()):
-            try:
-                os.chown(temporary, *owner)
-            except PermissionError:
-                pass
-        os.replace(temporary, path)
-        temporary = None
-        _fsync_dir(path.parent)
-    except OSError as err:
-        err.filename = str(path)  # not the temporary's name: the user knows the file, not it
-        raise
-    finally:
-        if temporary is not None:
-            try:
-                os.unlink(temporary)
-            except OSError:
-                pass
+def check_links(root: str, writes: list["Write"]) -> list[LinkInside]:
+    """Before anything is written: every file of the transaction stays inside the tree. A link on
+    the way that leaves the tree is refused (InputError, exit 2); rlpatch's own state folder may hold
+    no link at all; the links that stay inside the tree are returned for the command to report."""
+    inside: list[LinkInside] = []
+    state = state_dir(root)
+    links_on_the_way(root, str(state), links_allowed=False)
+    for write in writes:
+        target = os.path.join(root, write.relative)
+        if write.relative.split("/")[0] == STATE_DIR:
+            links_on_the_way(str(state), target, links_allowed=False)
+        else:
+            inside += [link for link in links_on_the_way(root, target) if link not in inside]
+    return inside
 
 
 @dataclass
@@ -217,13 +163,13 @@ def _open_lock(directory: Path, create: bool) -> int | None:
     """The lock file's descriptor; None when the folder is gone (removed by a command that just
     finished: the caller makes it again) or, for a read-only command, cannot be opened at all."""
     try:
-        return os.open(directory / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+        return os.open(directory / "lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
     except FileNotFoundError:
         return None
     except OSError as err:
         if err.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
             try:  # flock needs no write access: a read-only tree can still be locked
-                return os.open(directory / "lock", os.O_RDONLY)
+                return os.open(directory / "lock", os.O_RDONLY | os.O_NOFOLLOW)
             except OSError:
                 pass
         if create:
@@ -242,6 +188,8 @@ def locked(root: str, *, create: bool = True) -> Iterator[bool]:
     remake the folder meanwhile: the lock is retried until held on the lock file in place. On the
     way out, a tree where nothing is applied loses `.rlpatch/` while the lock is still held."""
     directory = state_dir(root)
+    # A planted `.rlpatch` link would move the lock, manifest and originals out of the tree.
+    links_on_the_way(root, str(directory), links_allowed=False)
     deadline = time.monotonic() + LOCK_TIMEOUT_S
     while True:
         if not directory.is_dir():
@@ -458,6 +406,7 @@ def commit(root: str, writes: list[Write], manifest: Manifest, command: str = "r
     and raises a one-line InputError naming the file.
     """
     directory = state_dir(root)
+    check_links(root, writes)
     try:
         _prepare(root, directory, writes, command)
     except OSError as err:

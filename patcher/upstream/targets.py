@@ -119,7 +119,10 @@ def imported_target(package: Package, python: str | None) -> Target | None:
     interpreter = python or sys.executable
     answer = _ask_interpreter(interpreter, package)
     for location in answer.get("locations", []):
+        # Resolved: a package installed as a link (site-packages/verl -> a checkout) is patched where it
+        # lives; the tree is that package's real parent, so the writes never cross a link out of it.
         folder = Path(location)
+        folder = folder.resolve() if folder.resolve().name == package else folder
         if folder.name == package and folder.is_dir():
             root = str(folder.parent)
             version = detect_version(package, root) or Version.maybe(answer.get("installed_version"))

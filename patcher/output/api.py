@@ -1,0 +1,31 @@
+"""The output wing's door: where a command may write, and the one atomic, durable write.
+
+- `links_on_the_way(root, path)`, `refuse_links(root, paths)`: the symbolic links between the place
+  the user named and a file about to be written; a link out of the place is an `InputError` (exit 2,
+  nothing written), a link inside it a `LinkInside` whose `note()` the command prints;
+- `is_inside(path, root)`: whether a resolved path stays in a place;
+- `atomic_write(path, data, ...)`: temporary, fsync, rename, folder fsync (`TEMPORARY_SUFFIX` names
+  the temporaries, `fsync_dir` the folder sync); `stage` + `os.replace` (+ `discard` on failure)
+  for several files published together; `atomic_text(path)` for one written piece by piece;
+- `write_output(path, text)`: an output file the user named, replacing a link instead of writing
+  through it; `open_new_log(path)`: a log opened without following a link;
+- `shown(text)`, `shown_lines(lines)`: untrusted text escaped for a terminal (text formats only).
+"""
+
+from __future__ import annotations
+
+from rlpatch.output.durable import (
+           TEMPORARY_SUFFIX,
+           atomic_text,
+           atomic_write,
+           discard,
+           fsync_dir,
+           open_new_log,
+           stage,
+           write_output,
+)
+from rlpatch.output.places import LinkInside, is_inside, links_on_the_way, refuse_links
+from rlpatch.output.printable import shown, shown_lines
+
+__all__ = ["TEMPORARY_SUFFIX", "LinkInside", "atomic_text", "atomic_write", "discard", "fsync_dir", "is_inside", "links_on_the_way",
+           "open_new_log", "refuse_links", "shown", "shown_lines", "stage", "write_output"]
