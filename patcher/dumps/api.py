@@ -62,7 +62,9 @@ def check_dumps(options: CheckOptions) -> Summary:
 
     if options.script is not None and not os.path.isfile(options.script):
         raise InputError(f"{options.script}: no such file")
-    report = check(options.directory, options.mode, options.script)
+    if options.msprobe_config is not None and not os.path.isfile(options.msprobe_config):
+        raise InputError(f"{options.msprobe_config}: no such file (--msprobe-config)")
+    report = check(options.directory, options.mode, options.script, options.msprobe_config)
     failed = has_problems(report)
     return Summary(report, check_lines(options.directory, report, failed), 1 if failed else 0)
 
@@ -73,6 +75,7 @@ def _correlation(train: str, infer: str, backend: str) -> Correlation:
 
 def _pair_json(result: Correlation, backend: str, out: str, python: list[str]) -> dict[str, Any]:
     pairs = [{"request_id": pair.request_id, "train": pair.train.as_json(False), "infer": pair.infer.as_json(True),
+              **({} if pair.rows is None else {"slices": pair.rows.as_json()}),
               "command": argv} for pair, _, argv in planned_commands(result.pairs, backend, out, python)]
     return {"pairs": pairs, "unpaired": result.unpaired, "problems": result.problems, "notes": result.notes}
 
@@ -156,6 +159,9 @@ def _compare_here(options: CompareOptions, progress: Progress) -> Comparison:
     data = {"results": entries, "culprits": culprits((e["request_id"], e["train"]["rank"], e["divergence"])
                                                      for e in entries),
             "unpaired": correlation.unpaired, "problems": correlation.problems}
+    from rlpatch.dumps.batches import by_batch_size, per_request
+
+    data.update(requests=per_request(entries), by_batch_size=by_batch_size(entries))
     from rlpatch.dumps.report import Facts, write_report
 
     def writer(path: str) -> None:

@@ -111,7 +111,7 @@ class PairResult:
             "request_id": self.pair.request_id,
             "train": self.pair.train.as_json(False),
             "infer": self.pair.infer.as_json(True),
-            **({} if self.pair.rows is None else {"rows": self.pair.rows.as_json(), "unsliced": self.unsliced,
+            **({} if self.pair.rows is None else {"slices": self.pair.rows.as_json(), "unsliced": self.unsliced,
                                                    "not_compared": self.not_compared}),
             "command": self.argv,
             "exit_code": self.exit_code,
