@@ -67,3 +67,19 @@ def batch_lines(data: dict[str, Any]) -> list[str]:
             lines.append(f"  {item['requests_in_step']} request(s): {item['pairs']} pair(s) ({verdicts}); "
                          f"culprits: {culprits}")
     return lines
+
+
+def batch_html(data: dict[str, Any]) -> str:
+    """The report's per-batch-size table (empty when the pairs were not cut by rows)."""
+    import html
+
+    sizes = data.get("by_batch_size", [])
+    if not any(entry.get("slices") for entry in data.get("results", [])):
+        return ""
+    rows = "".join(
+        f"<tr><td>{item['requests_in_step']}</td><td>{item['pairs']}</td>"
+        f"<td>{html.escape(', '.join(f'{n} {v}' for v, n in sorted(item['verdicts'].items())))}</td>"
+        f"<td>{html.escape(', '.join(f'{m} ({n})' for m, n in item['culprits'].items()) or 'none')}</td></tr>"
+        for item in sizes)
+    return ("<h2>Divergence against the batch size</h2><table><tr><th>requests in the inference step</th>"
+            f"<th>pairs</th><th>verdicts</th><th>culprits</th></tr>{rows}</table>")

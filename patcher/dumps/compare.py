@@ -112,6 +112,8 @@ class PairResult:
             "train": self.pair.train.as_json(False),
             "infer": self.pair.infer.as_json(True),
             **({} if self.pair.rows is None else {"slices": self.pair.rows.as_json(), "unsliced": self.unsliced,
+                                                   "seconds": {"slicing": round(self.slicing_seconds, 4),
+                                                               "msprobe": round(self.msprobe_seconds, 4)},
                                                    "not_compared": self.not_compared}),
             "command": self.argv,
             "exit_code": self.exit_code,

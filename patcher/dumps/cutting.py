@@ -1,8 +1,9 @@
 """Cut a rows pair (`rlpatch.dumps.rows`) into its own msprobe-format pair before msprobe compares it.
 
-The cutting needs torch, which rlpatch never imports: `slicing.py` runs as a script in the compare's
-interpreter (the one that has msprobe, hence torch), reading a spec this module writes into the pair's
-output folder. A statistics dump holds no tensors to cut: the pair is not compared, with one line that
+The cutting needs torch: when msprobe runs in rlpatch's own interpreter, `slicing.cut` runs here
+(torch is then imported once for all pairs); with `--python`, `slicing.py` runs as a script in that
+interpreter (the one that has msprobe, hence torch), reading a spec this module writes into the
+pair's output folder. A statistics dump holds no tensors to cut: the pair is not compared, with one line that
 says what works instead.
 """
 
@@ -12,8 +13,10 @@ import json
 import os
 import re
 import subprocess
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from rlpatch.dumps.correlate import Pair
 
@@ -46,17 +49,31 @@ def dump_task(path: str) -> str | None:
     return found.group(1).decode("ascii") if found else None
 
 
+def _cut_here(spec: dict[str, Any], out: str) -> Cut | str:
+    """In this interpreter: the compare runs here too, so torch is here (imported once, not per pair)."""
+    from rlpatch.dumps.slicing import cut
+
+    try:
+        answer = cut(spec)
+    except (OSError, ValueError, RuntimeError, KeyError, IndexError, ImportError) as err:
+        return f"cutting the request's rows failed ({type(err).__name__}: {err}): not compared"
+    return Cut(answer["train"], answer["infer"], answer["unsliced"], answer["not_compared"])
+
+
 def cut_pair(pair: Pair, out: str, python: Sequence[str]) -> Cut | str:
     """The cut pair's dump.json paths, or why the pair is not compared (one line)."""
     assert pair.rows is not None
     if "statistics" in (dump_task(pair.train.path), dump_task(pair.infer.path)):
         return STATISTICS_LINE
     folder = os.path.join(out, CUT_FOLDER)
+    spec = pair.rows.spec(pair.train.path, pair.infer.path, folder)
+    if list(python) == [sys.executable]:
+        return _cut_here(spec, out)
     spec_path = os.path.join(out, SPEC_NAME)
     try:
         os.makedirs(folder, exist_ok=True)
         with open(spec_path, "w", encoding="utf-8") as handle:
-            json.dump(pair.rows.spec(pair.train.path, pair.infer.path, folder), handle)
+            json.dump(spec, handle)
         with open(os.path.join(out, LOG_NAME), "w", encoding="utf-8") as log:
             completed = subprocess.run([*python, SLICER, spec_path], stdout=subprocess.PIPE, stderr=log,
                                        stdin=subprocess.DEVNULL, check=False, text=True)

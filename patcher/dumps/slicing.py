@@ -1,7 +1,8 @@
 """Cut one request's rows out of a training and an inference tensor dump into a msprobe-format pair.
 
-Run as a script in the interpreter that has msprobe and torch (`<python> slicing.py SPEC.json`), so
-rlpatch itself never imports torch: it imports only the standard library at module level. SPEC names
+Run as a script in the interpreter that has msprobe and torch (`<python> slicing.py SPEC.json`), or
+called in-process when that interpreter is rlpatch's own (no second torch start-up per pair); it
+imports only the standard library at module level. SPEC names
 each side's dump.json, where to write the cut copy, and the rows:
 - training (`token_dim` 1, FSDP: `[batch, tokens, ...]`; 0, Megatron: `[tokens, batch, ...]`): the
   request's positions are `batch_index` and `[start, start + tokens)` along the token dim, and a
@@ -130,6 +131,16 @@ def _write_side(dump_json: str, out: str, cut, rebuild=None) -> tuple[str, list[
     return path, unsliced, not_compared
 
 
+def _rebuilder() -> Any:
+    """tp.Rebuilder: from the package in rlpatch's interpreter, from beside this script in another."""
+    try:
+        from rlpatch.dumps.tp import Rebuilder
+    except ImportError:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from tp import Rebuilder  # type: ignore[import-not-found,no-redef,unused-ignore]
+    return Rebuilder
+
+
 def cut(spec: dict[str, Any]) -> dict[str, Any]:
     """Write both cut sides; what was written and what was not cut."""
     train_rows, infer_rows = spec["train_rows"], spec["infer_rows"]
@@ -137,10 +148,7 @@ def cut(spec: dict[str, Any]) -> dict[str, Any]:
                                            lambda t: _cut_train(t, train_rows))
     rebuild = None
     if spec.get("shards"):
-        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # tp.py, beside this script
-        from tp import Rebuilder  # type: ignore[import-not-found,unused-ignore]
-
-        rebuild = Rebuilder(spec["shards"], spec["train"]).rebuild
+        rebuild = _rebuilder()(spec["shards"], spec["train"]).rebuild
     infer, infer_unsliced, not_compared = _write_side(spec["infer"], os.path.join(spec["out"], "infer"),
                                                       lambda t: _cut_infer(t, infer_rows), rebuild)
     return {"train": train, "infer": infer, "unsliced": [f"train {n}" for n in train_unsliced]
