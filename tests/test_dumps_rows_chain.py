@@ -132,8 +132,11 @@ def test_a_fault_in_one_tp_ranks_shard_is_named(dumps: PackingDumps, tmp_path: P
     data = _compare(dumps.train["pack-mb2"], dumps.infer["tp-shard-fault"], tmp_path)
     assert {r["verdict"] for r in data["results"]} == {"diverges"}
     assert [c["module"] for c in data["culprits"]] == [SHARD_CULPRIT]
-    first = data["results"][0]["first_difference"]["name"]
-    assert f"layers.{LAST_LAYER}." in first and "up_proj" in first
+    # Inside it, msprobe's row for the rebuilt gate_up_proj output is where the cosine falls (its input agrees).
+    rows, _ = read_compare_rows(data["results"][0]["csv"])
+    gate_up = {row.name.rsplit(".forward.0.", 1)[1]: float(row.metrics["Cosine"]) for row in rows
+               if f"layers.{LAST_LAYER}." in row.name and "up_proj" in row.name and ".parameters." not in row.name}
+    assert gate_up["input.0"] > 0.999 and gate_up["output.0"] < 0.9, gate_up
 
 
 def test_the_batch_fault_is_named_at_two_requests_and_absent_at_one(dumps: PackingDumps, tmp_path: Path) -> None:
