@@ -163,3 +163,15 @@ def test_divergence_against_the_batch_size() -> None:
                            "culprits": ["norm"], "batch_sizes": [2, 1]}
     lines = batch_lines({"requests": requests, "by_batch_size": sizes})
     assert "  2 request(s): 2 pair(s) (2 diverges); culprits: norm (2)" in lines
+
+
+def test_a_statistics_dump_cannot_be_cut_and_says_what_works(tmp_path: Path) -> None:
+    from rlpatch.dumps.api import CompareOptions, compare_dumps
+
+    train, infer = _run(tmp_path)
+    for dump in [*train.glob("step*/rank*/dump.json"), *infer.glob("*/step*/rank*/dump.json")]:
+        dump.write_text(dump.read_text().replace('"task": "tensor"', '"task": "statistics"'))
+    note = pair_dumps(PairOptions(str(train), str(infer))).data["notes"]
+    assert any("task statistics" in n and "request-scoped dumping" in n for n in note)
+    data = compare_dumps(CompareOptions(str(train), str(infer), out=str(tmp_path / "out"))).data
+    assert {r["error"].split(":")[0] for r in data["results"]} == {"task statistics"}

@@ -87,6 +87,12 @@ def pair_dumps(options: PairOptions) -> Summary:
         result.notes.append("with --backend fsdp, `rlpatch dumps compare` gives msprobe its FSDP-named copy of each "
                             "training dump (FSDP2 names match none of msprobe's rows otherwise); the commands below "
                             "are msprobe's on the raw dumps")
+    rows_pair = next((pair for pair in result.pairs if pair.rows is not None), None)
+    if rows_pair is not None:
+        from rlpatch.dumps.cutting import STATISTICS_LINE, dump_task
+
+        if "statistics" in (dump_task(rows_pair.train.path), dump_task(rows_pair.infer.path)):
+            result.notes.append(f"`dumps compare` cannot cut these pairs: {STATISTICS_LINE}")
     data = _pair_json(result, options.backend, DEFAULT_OUT, ["python"])
     return Summary(data, pair_lines(data), 0 if data["pairs"] and not data["problems"] else 1)
 
