@@ -175,3 +175,12 @@ def test_a_statistics_dump_cannot_be_cut_and_says_what_works(tmp_path: Path) -> 
     assert any("task statistics" in n and "request-scoped dumping" in n for n in note)
     data = compare_dumps(CompareOptions(str(train), str(infer), out=str(tmp_path / "out"))).data
     assert {r["error"].split(":")[0] for r in data["results"]} == {"task statistics"}
+
+
+def test_check_says_how_many_steps_of_each_batch_size_log_rows(tmp_path: Path) -> None:
+    from rlpatch.dumps.api import CheckOptions, check_dumps
+
+    _, infer = _run(tmp_path)
+    summary = check_dumps(CheckOptions(str(infer)))
+    assert summary.data["rows"] == {"steps_by_batch_size": {"2": 2}, "requests": 2}
+    assert any("2 logged step(s) say where each request's rows are (2 of 2 request(s))" in n for n in summary.data["notes"])

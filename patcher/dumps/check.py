@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from rlpatch.dumps.correlate import layout_notes
 from rlpatch.dumps.layout import StepDir, Tree, scan
 from rlpatch.dumps.processes import process_findings
-from rlpatch.dumps.scoping import scoped_request, scoping_problems
+from rlpatch.dumps.scoping import rows_summary, scoped_request, scoping_problems
 from rlpatch.errors import InputError
 from rlpatch.shell.api import INFERENCE_DUMP_KEYS, NEWEST_VERL, ROLLOUT, Run, script_runs
 
@@ -152,8 +152,10 @@ def check(root: str, mode: str | None = None, script: str | None = None, msprobe
     request_id = scoped_request(scoping_config) if scoping_config else None
     if request_id is not None:
         problems.extend(scoping_problems(tree, request_id))
+    rows, rows_note = rows_summary(tree)
     return {"mode": mode, "root": root, "steps": [s.as_json() for s in steps], "problems": problems,
-            "notes": notes + processes.notes}
+            "notes": notes + processes.notes + ([rows_note] if rows_note else []),
+            **({"rows": rows} if rows else {})}
 
 
 def _grouped(steps: list[StepDir]) -> dict[tuple, list[StepDir]]:

@@ -78,3 +78,23 @@ def scoping_problems(tree: Tree, request_id: str) -> list[str]:
                     f"[{rows_at[0]}, {rows_at[1]}) (input batch order {order}): the dump holds other requests' rows; "
                     "use task tensor without request_id and `rlpatch dumps compare`, which cuts by the logged rows")
     return problems
+
+
+def rows_summary(tree: Tree) -> tuple[dict[str, Any], str | None]:
+    """Per batch size (requests in a logged step), how many steps with rows; and a note saying it."""
+    sizes: dict[int, int] = {}
+    requests: set[str] = set()
+    ignored: list[str] = []
+    for pid, path in sorted(tree.dispatch_logs.items()):
+        for record in read_log(path, pid, ignored):
+            rows = record.get("rows")
+            if not isinstance(rows, list) or not rows or (record.get("tp_rank") or 0) != 0:
+                continue  # one TP rank per replica: the others hold the same rows
+            sizes[len(rows)] = sizes.get(len(rows), 0) + 1
+            requests.update(normalise_request_id(str(r.get("request_id")))[0] for r in rows if isinstance(r, dict))
+    if not sizes:
+        return {}, None
+    found = {"steps_by_batch_size": {str(size): sizes[size] for size in sorted(sizes)}, "requests": len(requests)}
+    spread = ", ".join(f"{sizes[size]} of {size} request(s)" for size in sorted(sizes))
+    return found, (f"{sum(sizes.values())} logged step(s) say where each request's rows are ({spread}), "
+                   f"{len(requests)} request(s) in all: `dumps pair` pairs them request by request")
