@@ -246,9 +246,10 @@ def pair_rows(train: Tree, infer: Tree, backend: str, result: Correlation) -> se
             spoken.add(request_id)
             _pair_row(train, infer, backend, group, row, request_id, role, train_index.get(request_id, []),
                       result, covered)
+    paired = {pair.request_id for pair in result.pairs}  # by rows, or whole by an earlier logger's record
     for request_id in train_index:
         spoken.add(request_id)
-        if request_id not in covered:
+        if request_id not in covered and request_id not in paired:
             result.unpair(request_id, "train", "no inference step with rows computed its prompt positions")
     return spoken
 
