@@ -184,3 +184,13 @@ def test_check_says_how_many_steps_of_each_batch_size_log_rows(tmp_path: Path) -
     summary = check_dumps(CheckOptions(str(infer)))
     assert summary.data["rows"] == {"steps_by_batch_size": {"2": 2}, "requests": 2}
     assert any("2 logged step(s) say where each request's rows are (2 of 2 request(s))" in n for n in summary.data["notes"])
+
+
+def test_the_report_shows_the_divergence_against_the_batch_size() -> None:
+    from rlpatch.dumps.batches import batch_html
+
+    entries = [{"request_id": "a", "verdict": "diverges", "divergence": {"module": "m<1>"},
+                "slices": {"infer": {"requests_in_step": 2}}}]
+    page = batch_html({"results": entries, "by_batch_size": by_batch_size(entries)})
+    assert "<td>2</td><td>1</td><td>1 diverges</td><td>m&lt;1&gt; (1)</td>" in page
+    assert batch_html({"results": [{"request_id": "a"}], "by_batch_size": []}) == ""
