@@ -72,6 +72,8 @@ def _cut_train(tensor: Any, rows: dict[str, Any]) -> Any | None:
     other = 1 - dim
     if tensor.dim() < 2 or tensor.shape[dim] != rows["length"] or tensor.shape[other] != rows["batch"]:
         return None
+    if tensor.dim() == 4 and tensor.shape[-1] == tensor.shape[-2] == rows["length"]:
+        return None  # eager attention's weights [batch, heads, tokens, tokens]: heads may equal the token count
     start = rows["start"]
     picked = tensor.select(other, rows["batch_index"])
     return picked.narrow(0, start, rows["tokens"]).clone()
