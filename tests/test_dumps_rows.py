@@ -194,3 +194,20 @@ def test_the_report_shows_the_divergence_against_the_batch_size() -> None:
     page = batch_html({"results": entries, "by_batch_size": by_batch_size(entries)})
     assert "<td>2</td><td>1</td><td>1 diverges</td><td>m&lt;1&gt; (1)</td>" in page
     assert batch_html({"results": [{"request_id": "a"}], "by_batch_size": []}) == ""
+
+
+def test_with_another_interpreter_the_cut_runs_as_a_script_there(tmp_path: Path) -> None:
+    import sys
+
+    from rlpatch.dumps.correlate import correlate
+    from rlpatch.dumps.cutting import Cut, cut_pair
+
+    train, infer = _run(tmp_path, tp=2)
+    pairs = correlate(scan(str(train), validate=False), scan(str(infer), validate=False), "fsdp").pairs
+    pair = next(p for p in pairs if p.request_id == "d" and p.infer.step == 0)
+    assert pair.rows is not None and len(pair.rows.shards) == 2
+    found = cut_pair(pair, str(tmp_path / "out"), [sys.executable, "-X", "utf8"])
+    assert isinstance(found, Cut), found
+    assert (tmp_path / "out" / "cut_spec.json").is_file()  # the script's spec: it ran in its own process
+    leaf = json.loads(Path(found.train).read_text())["data"]["Module.h"]["output"][0]
+    assert leaf["shape"] == [4, 2] and leaf["Min"] == 6.0  # training rows 3..6 of [1, 9, 2]

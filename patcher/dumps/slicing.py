@@ -20,6 +20,7 @@ The answer, one JSON object on stdout: {"train": path, "infer": path, "unsliced"
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shutil
@@ -29,9 +30,14 @@ from typing import Any
 TENSOR_DIR = "dump_tensor_data"
 
 
+def _torch() -> Any:
+    """torch of the interpreter msprobe runs in: never a dependency of rlpatch (it comes with msprobe's env)."""
+    return importlib.import_module("torch")
+
+
 def _stats(tensor: Any) -> dict[str, Any]:
     """msprobe 26.2.0's statistics of a tensor (get_stat_info, low precision)."""
-    import torch
+    torch = _torch()
 
     if not tensor.numel():
         return {"Max": None, "Min": None, "Mean": None, "Norm": None}
@@ -62,7 +68,7 @@ def _leaves(node: Any, path: str) -> Any:
 
 
 def _load(folder: str, data_name: str) -> Any:
-    import torch
+    torch = _torch()
 
     return torch.load(os.path.join(folder, TENSOR_DIR, data_name), map_location="cpu", weights_only=True)
 
@@ -87,7 +93,7 @@ def _cut_infer(tensor: Any, rows: dict[str, Any]) -> Any | None:
 
 def _write_side(dump_json: str, out: str, cut, rebuild=None) -> tuple[str, list[str], list[str]]:
     """Write the cut copy of one dump into `out`; its path, the entries not cut, those not compared."""
-    import torch
+    torch = _torch()
 
     with open(dump_json, encoding="utf-8") as handle:
         document = json.load(handle)
@@ -139,7 +145,7 @@ def _rebuilder() -> Any:
         from rlpatch.dumps.tp import Rebuilder
     except ImportError:
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-        from tp import Rebuilder  # type: ignore[import-not-found,no-redef,unused-ignore]
+        return importlib.import_module("tp").Rebuilder
     return Rebuilder
 
 

@@ -18,12 +18,18 @@ the reason, never a divergence.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
 from typing import Any
 
 TENSOR_DIR = "dump_tensor_data"
+
+
+def _torch() -> Any:
+    """torch of the interpreter msprobe runs in: never a dependency of rlpatch (it comes with msprobe's env)."""
+    return importlib.import_module("torch")
 SHARDED_MODULES = (".qkv_proj.", ".gate_up_proj.", ".act_fn.", ".attn.", ".rotary_emb.", ".o_proj.", ".down_proj.")
 _LAYER = re.compile(r"layers\.(\d+)\.")
 _PROJ = re.compile(r"layers\.(\d+)\..*?\.(q_proj|k_proj|v_proj|gate_proj|up_proj)\.[A-Za-z0-9_]+\.forward\.\d+$")
@@ -76,7 +82,7 @@ class Rebuilder:
         self.widths = projection_widths(data if isinstance(data, dict) else {})
 
     def _tensors(self, data_name: str, first: Any) -> list[Any]:
-        import torch
+        torch = _torch()
 
         found = [first]
         for folder in self.folders[1:]:
@@ -85,7 +91,7 @@ class Rebuilder:
 
     def rebuild(self, label: str, data_name: str, tensor: Any) -> tuple[Any | None, str]:
         """(the full tensor, "") or (None, why it is not compared)."""
-        import torch
+        torch = _torch()
 
         layout = layout_of(label)
         if layout == "full":
