@@ -11,7 +11,11 @@ tree against a bare `os.walk` of it (how much the validation costs over listing 
 `--compare-pairs N` (default 8; 0 skips it) then times `compare` on real msprobe dumps of the twin
 models of tests/divergence_twins.py (one training and one faulty inference dump, compared N times):
 pairs per minute with 1 job and with `--jobs` jobs, and rlpatch's own time per pair (reading the
-CSV, the attribution) on top of msprobe's subprocess.
+CSV, the attribution) on top of msprobe's subprocess. Then, in the same run, the per-request cut (issue
+27): the same twin pair packed with a second request and cut back out by the logged rows through
+`dumps pair`/`compare`; slicing and pairing time per pair against msprobe's compare time per pair
+(budget 10%), and torch's start-up, paid once per run when msprobe runs in rlpatch's interpreter (with
+`--python`, once per pair in that interpreter).
 """
 
 from __future__ import annotations
