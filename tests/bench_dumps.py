@@ -19,7 +19,11 @@ training dump.json of that size, with its peak memory (the dump is streamed entr
 `--compare-pairs N` (default 8; 0 skips it) then times `compare` on real msprobe dumps of the twin
 models of tests/divergence_twins.py (one training and one faulty inference dump, compared N times):
 pairs per minute with 1 job and with `--jobs` jobs, and rlpatch's own time per pair (reading the
-CSV, the attribution) on top of msprobe's subprocess.
+CSV, the attribution) on top of msprobe's subprocess. Then, in the same run, the per-request cut (issue
+27): the same twin pair packed with a second request and cut back out by the logged rows through
+`dumps pair`/`compare`; slicing and pairing time per pair against msprobe's compare time per pair
+(budget 10%), and torch's start-up, paid once per run when msprobe runs in rlpatch's interpreter (with
+`--python`, once per pair in that interpreter).
 """
 
 from __future__ import annotations
@@ -230,6 +234,89 @@ def bench_mapping(sizes_mb: list[int]) -> None:
                   f"peak {int(peak[-1].split()[1]) / 1024:7.1f} MiB")
 
 
+def _packed_copy(dump_json: Path, out: Path, token_dim: int | None) -> None:
+    """A copy of a real msprobe dump as if a second request of the same length were packed with it: every
+    tensor with the twin's 6 tokens on `token_dim` gets 6 more rows (the request itself, reversed) first
+    (inference, dim 0) or after it (training, dim 1); statistics as msprobe writes them."""
+    import torch
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "patcher" / "dumps"))
+    from slicing import _leaves, _stats  # type: ignore[import-not-found]
+
+    document = json.loads(dump_json.read_text())
+    (out / "dump_tensor_data").mkdir(parents=True)
+    for _, _, leaf, _ in _leaves(document["data"], ""):
+        tensor = torch.load(dump_json.parent / "dump_tensor_data" / leaf["data_name"], weights_only=True)
+        dim = 0 if token_dim is None else token_dim
+        if tensor.dim() > dim and tensor.shape[dim] == 6 and (token_dim is None or tensor.shape[0] == 1):
+            other = tensor.flip(dim)
+            tensor = torch.cat([other, tensor] if token_dim is None else [tensor, other], dim=dim)
+            leaf.update(_stats(tensor), shape=list(tensor.shape))
+        torch.save(tensor, out / "dump_tensor_data" / leaf["data_name"])
+    document["dump_data_dir"] = str(out / "dump_tensor_data")
+    (out / "dump.json").write_text(json.dumps(document))
+
+
+def bench_slicing(pairs: int) -> None:
+    """Per pair, in the same run: msprobe's compare of a twin pair of whole dumps, and of the same pair
+    packed with a second request and cut back out by the logged rows (slicing and pairing on top)."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from divergence_twins import CULPRITS
+
+    from rlpatch.dumps.api import CompareOptions, PairOptions, compare_dumps, pair_dumps
+    from rlpatch.dumps.command import compare_argv
+    from rlpatch.dumps.compare import PairResult, run_all
+
+    with tempfile.TemporaryDirectory(prefix="rlpatch-bench-slicing-") as directory:
+        root = Path(directory)
+        twins = Path(__file__).with_name("divergence_twins.py")
+        for name, naming, fault in (("train", "fsdp", []), ("infer", "vllm", ["dtype"])):
+            subprocess.run([sys.executable, str(twins), str(root / name), naming, "tensor", *fault], check=True,
+                           capture_output=True)
+        train, infer = (root / name / "step0" / "rank0" / "dump.json" for name in ("train", "infer"))
+        packed_train, packed_infer = root / "ptrain", root / "pinfer"
+        for step in range(pairs):  # one packed step per pair, each holding request r{step} and another
+            _packed_copy(train, packed_train / f"step{step}" / "rank0", 1)
+            _packed_copy(infer, packed_infer / "100" / f"step{step}" / "rank0", None)
+        train_log = [{"pid": 200, "rank": 0, "step": s, "phase": "log_prob", "request_ids": [f"r{s}", f"o{s}"],
+                      "num_requests": 2, "layout": "packed",
+                      "rows": [{"request_id": f"r{s}", "batch_index": 0, "offset": 0, "tokens": 6},
+                               {"request_id": f"o{s}", "batch_index": 0, "offset": 6, "tokens": 6}]}
+                     for s in range(pairs)]
+        infer_log = [{"pid": 100, "rank": 0, "step": s, "phase": "prefill", "total_num_scheduled_tokens": 12,
+                      "scheduler_order": [f"r{s}", f"o{s}"], "rows_source": "input_batch", "tp_size": 1,
+                      "rows": [{"request_id": f"o{s}", "type": "new", "offset": 0, "tokens": 6, "computed": 0},
+                               {"request_id": f"r{s}", "type": "new", "offset": 6, "tokens": 6, "computed": 0}]}
+                     for s in range(pairs)]
+        for path, records in ((packed_train / "200" / "update_actor_log.jsonl", train_log),
+                              (packed_infer / "100" / "dispatch_log.jsonl", infer_log)):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("".join(json.dumps(r) + "\n" for r in records))
+        whole = [PairResult(None, compare_argv(str(train), str(infer), "fsdp", str(root / f"w{i}"),  # type: ignore[arg-type]
+                                               [sys.executable]), str(root / f"w{i}")) for i in range(pairs)]
+        run_all(whole, 1)
+        start = time.perf_counter()
+        pair_dumps(PairOptions(str(packed_train), str(packed_infer)))
+        pairing = time.perf_counter() - start
+        data = compare_dumps(CompareOptions(str(packed_train), str(packed_infer), out=str(root / "cut"), jobs=1)).data
+        cut = data["results"]
+        assert len(cut) == 2 * pairs and all(r["error"] is None for r in cut), [r["error"] for r in cut][:1]
+        mine = [r for r in cut if r["request_id"].startswith("r")]
+        assert {r["divergence"]["module"] for r in mine} == {CULPRITS["fsdp"]["dtype"]}, mine[0]["divergence"]
+        msprobe_whole = sum(r.msprobe_seconds for r in whole) / pairs
+        slicing = sum(r["seconds"]["slicing"] for r in cut) / len(cut)
+        msprobe_cut = sum(r["seconds"]["msprobe"] for r in cut) / len(cut)
+        added = slicing + pairing / len(cut)
+        # compare_dumps imports torch on its first cut (this bench had it already): once per run, shown apart.
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import torch"], check=True)
+        torch_start = time.perf_counter() - start
+        print(f"slicing: {len(cut)} cut pairs; msprobe compare {msprobe_whole:.2f} s per whole pair, "
+              f"{msprobe_cut:.2f} s per cut pair; slicing {1000 * slicing:.0f} ms + pairing "
+              f"{1000 * pairing / len(cut):.1f} ms per pair = {100 * added / msprobe_cut:.1f}% of msprobe's time "
+              f"per cut pair (budget 10%); plus torch's start-up once per run: {torch_start:.2f} s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", type=int, default=10000, help="rank folders per step and side (default 10,000)")
@@ -250,6 +337,7 @@ def main() -> None:
     bench_check_logs(args.log_mb, base)
     if args.compare_pairs:
         bench_compare(args.compare_pairs, args.jobs)
+        bench_slicing(max(1, args.compare_pairs // 2))
     with tempfile.TemporaryDirectory(prefix="rlpatch-bench-dumps-") as directory:
         start = time.perf_counter()
         train, infer = generate(Path(directory), args.ranks, args.steps)

@@ -63,7 +63,9 @@ def check_dumps(options: CheckOptions) -> Summary:
 
     if options.script is not None and not os.path.isfile(options.script):
         raise InputError(f"{options.script}: no such file")
-    report = check(options.directory, options.mode, options.script)
+    if options.msprobe_config is not None and not os.path.isfile(options.msprobe_config):
+        raise InputError(f"{options.msprobe_config}: no such file (--msprobe-config)")
+    report = check(options.directory, options.mode, options.script, options.msprobe_config)
     failed = has_problems(report)
     return Summary(report, check_lines(options.directory, report, failed), 1 if failed else 0)
 
@@ -74,6 +76,7 @@ def _correlation(train: str, infer: str, backend: str) -> Correlation:
 
 def _pair_json(result: Correlation, backend: str, out: str, python: list[str]) -> dict[str, Any]:
     pairs = [{"request_id": pair.request_id, "train": pair.train.as_json(False), "infer": pair.infer.as_json(True),
+              **({} if pair.rows is None else {"slices": pair.rows.as_json()}),
               "command": argv} for pair, _, argv in planned_commands(result.pairs, backend, out, python)]
     return {"pairs": pairs, "unpaired": result.unpaired, "problems": result.problems, "notes": result.notes}
 
@@ -85,6 +88,12 @@ def pair_dumps(options: PairOptions) -> Summary:
         result.notes.append("with --backend fsdp, `rlpatch dumps compare` gives msprobe its FSDP-named copy of each "
                             "training dump (FSDP2 names match none of msprobe's rows otherwise); the commands below "
                             "are msprobe's on the raw dumps")
+    rows_pair = next((pair for pair in result.pairs if pair.rows is not None), None)
+    if rows_pair is not None:
+        from rlpatch.dumps.cutting import STATISTICS_LINE, dump_task
+
+        if "statistics" in (dump_task(rows_pair.train.path), dump_task(rows_pair.infer.path)):
+            result.notes.append(f"`dumps compare` cannot cut these pairs: {STATISTICS_LINE}")
     data = _pair_json(result, options.backend, DEFAULT_OUT, ["python"])
     return Summary(data, pair_lines(data), 0 if data["pairs"] and not data["problems"] else 1)
 
@@ -158,6 +167,9 @@ def _compare_here(options: CompareOptions, progress: Progress) -> Comparison:
     data = {"results": entries, "culprits": culprits((e["request_id"], e["train"]["rank"], e["divergence"])
                                                      for e in entries),
             "unpaired": correlation.unpaired, "problems": correlation.problems}
+    from rlpatch.dumps.batches import by_batch_size, per_request
+
+    data.update(requests=per_request(entries), by_batch_size=by_batch_size(entries))
     from rlpatch.dumps.report import Facts, write_report
 
     def writer(path: str) -> None:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from rlpatch.dumps.correlate import layout_notes
 from rlpatch.dumps.layout import StepDir, Tree, scan
 from rlpatch.dumps.processes import process_findings
+from rlpatch.dumps.scoping import rows_summary, scoped_request, scoping_problems
 from rlpatch.errors import InputError
 from rlpatch.shell.api import INFERENCE_DUMP_KEYS, NEWEST_VERL, ROLLOUT, Run, script_runs
 
@@ -138,7 +139,7 @@ def detected_mode(tree: Tree) -> str:
     return "inference"
 
 
-def check(root: str, mode: str | None = None, script: str | None = None) -> dict:
+def check(root: str, mode: str | None = None, script: str | None = None, msprobe_config: str | None = None) -> dict:
     tree = scan(root)
     expected = expectation_from_script(script, mode, side_of(tree)) if script else Expectation(mode=mode)
     mode = expected.mode or detected_mode(tree)
@@ -148,8 +149,14 @@ def check(root: str, mode: str | None = None, script: str | None = None) -> dict
     notes, layout_problems = layout_notes(tree)
     processes = process_findings(tree)
     problems.extend(layout_problems + processes.problems)
+    scoping_config = msprobe_config or (expected.config_path if side_of(tree) == "inference" else None)
+    request_id = scoped_request(scoping_config) if scoping_config else None
+    if request_id is not None:
+        problems.extend(scoping_problems(tree, request_id))
+    rows, rows_note = rows_summary(tree)
     return {"mode": mode, "root": root, "steps": [s.as_json() for s in steps], "problems": problems,
-            "notes": notes + processes.notes}
+            "notes": notes + processes.notes + ([rows_note] if rows_note else []),
+            **({"rows": rows} if rows else {})}
 
 
 def _grouped(steps: list[StepDir]) -> dict[tuple, list[StepDir]]:

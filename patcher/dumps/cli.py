@@ -53,6 +53,9 @@ def dumps_group() -> None:
 @click.option("--mode", type=click.Choice(["training", "inference", "consistency"]),
               help="The collection mode (default: from --script, else from the folders).")
 @click.option("--script", type=str, help="The launch script: world size, rollout TP, the config's rank/step.")
+@click.option("--msprobe-config", "msprobe_config", type=str, default=None,
+              help="The inference msprobe config, when --script does not name it: with a request_id (msprobe 26.2 "
+                   "request-scoped dumping), flag steps it cut in the scheduler's order instead of the runner's rows.")
 @click.option("--format", "fmt", type=FORMATS, default="text", show_default=True)
 def check_cmd(fmt: str, **given: Any) -> int:
     """Check what DIRECTORY holds against what the mode should have produced."""

@@ -55,11 +55,11 @@ def pair_out_dir(out: str, request_id: str, infer_rank: int, several_ranks: bool
 def planned_commands(pairs: Sequence[Pair], backend: str, out: str,
                      python: Sequence[str] = DEFAULT_PYTHON) -> list[tuple[Pair, str, list[str]]]:
     """Each pair with its output folder under `out` and its compare argv."""
-    ids = Counter(pair.request_id for pair in pairs)
+    ids = Counter(pair.label for pair in pairs)
     planned = []
     used: set[str] = set()
     for pair in pairs:
-        folder = base = pair_out_dir(out, pair.request_id, pair.infer.rank, ids[pair.request_id] > 1)
+        folder = base = pair_out_dir(out, pair.label, pair.infer.rank, ids[pair.label] > 1)
         extra = 1
         while folder in used:  # never two pairs in one folder, whatever their ids
             extra += 1

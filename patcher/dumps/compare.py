@@ -69,6 +69,9 @@ class PairResult:
     rtol: float | None = None  # the user's noise floor (`--rtol`), else one from each row's dtype
     attribution: Attribution | None = None  # where the two sides start to differ (rlpatch.dumps.divergence)
     msprobe_seconds: float = 0.0  # the compare subprocess alone, for the benchmark
+    slicing_seconds: float = 0.0  # cutting the request's rows out of both dumps (rows pairs only)
+    unsliced: list[str] = field(default_factory=list)  # tensors without a token dim of the step's size
+    not_compared: list[str] = field(default_factory=list)  # TP shards that could not be rebuilt, with why
 
     @property
     def counts(self) -> dict[str, int]:
@@ -112,6 +115,10 @@ class PairResult:
             "request_id": self.pair.request_id,
             "train": self.pair.train.as_json(False),
             "infer": self.pair.infer.as_json(True),
+            **({} if self.pair.rows is None else {"slices": self.pair.rows.as_json(), "unsliced": self.unsliced,
+                                                   "seconds": {"slicing": round(self.slicing_seconds, 4),
+                                                               "msprobe": round(self.msprobe_seconds, 4)},
+                                                   "not_compared": self.not_compared}),
             "command": self.argv,
             "exit_code": self.exit_code,
             "csv": self.csv_path,
@@ -178,6 +185,8 @@ def run_one(result: PairResult) -> PairResult:
     except OSError as err:
         result.error = f"{result.out}: cannot create the pair's output folder ({err.strerror}): not compared"
         return result
+    if getattr(result.pair, "rows", None) is not None and not _cut_rows(result):  # the bench passes no pair
+        return result
     if not _map_training_side(result):
         return result
     before = set(glob.glob(os.path.join(result.out, "compare_result_*.csv")))
@@ -214,19 +223,38 @@ def run_one(result: PairResult) -> PairResult:
     return result
 
 
+def _cut_rows(result: PairResult) -> bool:
+    """Cut the pair's request rows out of both dumps (slicing.py in the compare's interpreter) and
+    point the compare at the cut pair; False (with the error set) when they cannot be cut."""
+    from rlpatch.dumps.cutting import cut_pair
+
+    started = time.perf_counter()
+    found = cut_pair(result.pair, result.out, result.argv[:result.argv.index("-m")])
+    result.slicing_seconds = time.perf_counter() - started
+    if isinstance(found, str):
+        result.error = found
+        return False
+    result.unsliced, result.not_compared = found.unsliced, found.not_compared
+    backend = result.argv[result.argv.index("--backend") + 1]
+    result.argv = compare_argv(found.train, found.infer, backend, result.out, result.argv[:result.argv.index("-m")])
+    return True
+
+
 def _map_training_side(result: PairResult) -> bool:
     """With `--backend fsdp`, point `-tp` at rlpatch's FSDP-named copy of the training dump when
     it needs one; False (with the error set) when the training dump cannot be read."""
     if "--backend" not in result.argv or result.argv[result.argv.index("--backend") + 1] != "fsdp":
         return True
+    train_json = result.argv[result.argv.index("-tp") + 1]
+    infer_json = result.argv[result.argv.index("-gp") + 1]
     try:
-        mapped = map_training_dump(result.pair.train.path, result.out)
+        mapped = map_training_dump(train_json, result.out)
     except (OSError, ValueError, UnicodeDecodeError, RecursionError) as err:
-        result.error = f"{result.pair.train.path}: cannot map its FSDP names ({type(err).__name__}: {err})"
+        result.error = f"{train_json}: cannot map its FSDP names ({type(err).__name__}: {err})"
         return False
     if mapped is not None:
         head = result.argv[:result.argv.index("-m")]
-        result.argv = compare_argv(mapped, result.pair.infer.path, "fsdp", result.out, head)
+        result.argv = compare_argv(mapped, infer_json, "fsdp", result.out, head)
     return True
 
 

@@ -15,9 +15,12 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from rlpatch.dumps.layout import DUMP_JSON, Tree
+
+if TYPE_CHECKING:
+    from rlpatch.dumps.rows import RowPlan
 
 VLLM_SUFFIX = re.compile(r"-[0-9a-f]{8}$")
 PD_SUFFIX = re.compile(r"_([PD])$")
@@ -55,6 +58,14 @@ class Pair:
     request_id: str
     train: Side
     infer: Side
+    rows: RowPlan | None = None  # the request's rows in both dumps (rlpatch.dumps.rows); None: whole dumps
+
+    @property
+    def label(self) -> str:
+        """The pair's name among the pairs: its request id, and which step and positions when cut by rows."""
+        if self.rows is None:
+            return self.request_id
+        return f"{self.request_id}.step{self.infer.step}.pos{self.rows.infer.computed}"
 
 
 @dataclass
@@ -249,6 +260,8 @@ def _prefills(infer: Tree, result: Correlation) -> dict[str, list[Record]]:
     usable: dict[str, list[Record]] = {}
     for pid, path in sorted(infer.dispatch_logs.items()):
         for record in read_log(path, pid, result.problems):
+            if _has_rows(record):
+                continue  # paired row by row (rlpatch.dumps.rows)
             requests = [r for r in record.get("requests") or [] if isinstance(r, dict)]
             where = f"inference step {record.get('step')} (pid {pid}, rank {record.get('rank')})"
             ids = [normalise_request_id(str(r.get("request_id")))[0] for r in requests]
@@ -273,7 +286,25 @@ def _prefills(infer: Tree, result: Correlation) -> dict[str, list[Record]]:
     return usable
 
 
+def _has_rows(record: Record) -> bool:
+    """A dispatch record the row pairing reads (rows from the runner's input batch, or why there are none)."""
+    return bool(record.get("rows_error")) or (isinstance(record.get("rows"), list)
+                                              and record.get("rows_source") == "input_batch")
+
+
 def correlate(train: Tree, infer: Tree, backend: str) -> Correlation:
+    from rlpatch.dumps.rows import pair_rows
+
+    result = _correlate_single(train, infer, backend)
+    spoken = pair_rows(train, infer, backend, result)
+    # A request the row pairing spoke for is not also "not in any single-request prefill".
+    legacy = ("not in any single-request", "its training micro-batch")
+    result.unpaired = [u for u in result.unpaired
+                       if not (u["side"] == "train" and u["request_id"] in spoken and u["why"].startswith(legacy))]
+    return result
+
+
+def _correlate_single(train: Tree, infer: Tree, backend: str) -> Correlation:
     result = Correlation()
     if not infer.dispatch_logs:
         result.problems.append(f"{infer.root}: no dispatch_log.jsonl: no request-id correlation possible "

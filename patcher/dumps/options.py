@@ -16,6 +16,7 @@ class CheckOptions:
     directory: str
     mode: str | None = None  # None: from the script, else from the folders
     script: str | None = None
+    msprobe_config: str | None = None  # the inference msprobe config (its request_id), else the one --script names
 
 
 @dataclass(frozen=True)

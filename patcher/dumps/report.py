@@ -188,6 +188,9 @@ def render(results: list[PairResult], data: dict[str, Any], facts: Facts, base: 
             f" {rows.get('no_data', 0)} no data" + (f", {rows['unreadable']} unreadable" if rows.get("unreadable") else "")
             + f"</td><td>{_link(entry['csv'], base)}</td></tr>")
     parts.append("</table>")
+    from rlpatch.dumps.batches import batch_html
+
+    parts.append(batch_html(data))
     parts.append(f"<h2>Unpaired ({len(data['unpaired'])})</h2>")
     if data["unpaired"]:
         parts.append("<table><tr><th>request</th><th>side</th><th>why</th></tr>" + "".join(

@@ -40,12 +40,24 @@ def pair_lines(data: dict[str, Any]) -> list[str]:
     for pair in data["pairs"]:
         lines.append(f"{pair['request_id']}: train step{pair['train']['step']} rank{pair['train']['rank']} "
                      f"<-> infer pid {pair['infer']['pid']} step{pair['infer']['step']} rank{pair['infer']['rank']}")
+        if "slices" in pair:
+            lines.append(f"  {slice_line(pair['slices'])}")
         lines.append(f"  {shlex.join(pair['command'])}")
     lines.extend(f"unpaired ({u['side']}) {u['request_id']}: {u['why']}" for u in data["unpaired"])
     lines.extend(f"problem: {problem}" for problem in data["problems"])
     lines.extend(f"note: {note}" for note in data["notes"])
     lines.append(f"{len(data['pairs'])} pair(s), {len(data['unpaired'])} unpaired")
     return lines
+
+
+def slice_line(slices: dict[str, Any]) -> str:
+    """Where a rows pair's request sits on each side (the rows `dumps compare` cuts)."""
+    train, infer = slices["train"], slices["infer"]
+    shards = f", TP ranks {len(infer['tp_shards'])} rebuilt" if infer["tp_shards"] else ""
+    return (f"rows: train {train['layout']} batch {train['batch_index']} tokens [{train['slice'][0]}, "
+            f"{train['slice'][1]}) of {train['requests_in_micro_batch']} request(s); infer rows [{infer['slice'][0]}, "
+            f"{infer['slice'][1]}) of {infer['step_tokens']} ({infer['requests_in_step']} request(s) in the step), "
+            f"prompt positions [{infer['computed']}, {infer['computed'] + infer['tokens']}){shards}")
 
 
 def verdict_line(data: dict[str, Any]) -> str:
@@ -79,12 +91,19 @@ def compare_lines(data: dict[str, Any]) -> list[str]:
             lines.append(f"{head}: failed: {result['error']}")
             continue
         lines.append(f"{head}: {result['verdict']}: {result['why']}")
+        if "slices" in result:
+            lines.append(f"  {slice_line(result['slices'])}")
+            lines.extend(f"  {what}: {len(result[what])} tensor(s) ({result[what][0]}{' ...' if len(result[what]) > 1 else ''})"
+                         for what in ("unsliced", "not_compared") if result.get(what))
         rows = result["rows"]
         lines.append(f"  rows: {rows['pass']} pass, {rows['warning']} warning, {rows['error']} error (msprobe), "
                      f"{rows['unmatched']} unmatched, {rows.get('no_data', 0)} no data, "
                      + (f"{rows['unreadable']} unreadable, " if rows.get("unreadable") else "")
                      + f"{rows.get('roots', 0)} root "
                      f"[{result['csv']}]")
+    from rlpatch.dumps.batches import batch_lines
+
+    lines.extend(batch_lines(data))
     lines.extend(f"unpaired ({u['side']}) {u['request_id']}: {u['why']}" for u in data["unpaired"])
     lines.extend(f"problem: {problem}" for problem in data["problems"])
     return lines
