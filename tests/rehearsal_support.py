@@ -6,7 +6,7 @@ Inference side (rehearsal.inference): the released vLLM-Ascend 0.23.0 wheel patc
 runner's own dump code driving msprobe 26.2.0 in two worker processes of the same rank at once (two
 TP=1 rollout replicas of one node), on a vLLM-named twin of the same weights. Each replica prefills
 one request of the scenario alone (the pair), decodes it, and runs a step the pairing must refuse:
-a request the training side never logged, or two requests prefilled together.
+a request the training side never logged, alone or two prefilled together.
 
 The packing rehearsal (issue 27; `packing_dumps`, the session fixture `rehearsal_packing`): the same
 runner code and twin run four requests packed in the runner's row order (with a chunked prefill and
@@ -106,11 +106,11 @@ def replica_steps(paired: list[tuple[str, list[int]]], unlogged: tuple[str, list
                    {"phase": "decode", "requests": [_request(sent, prompt, "cached")]}]
         if n == 0:
             replica.append({"phase": "prefill", "requests": [_request(unlogged[0], unlogged[1], "new")]})
-            refused[unlogged[0]] = "not in any single-request update_actor_log.jsonl record"
+            refused[unlogged[0]] = "in no update_actor_log.jsonl record"
         elif n == 1:
             together = request_ids(2)
             replica.append({"phase": "prefill", "requests": [_request(r, PROMPTS[0], "new") for r in together]})
-            refused.update(dict.fromkeys(together, "ran 2 requests"))
+            refused.update(dict.fromkeys(together, "in no update_actor_log.jsonl record"))
         steps.append(replica)
     return steps, refused
 

@@ -52,6 +52,8 @@ class _Walker:
                 self.uses.append(_Use(node.id, node.lineno, node.col_offset, scopes))
             else:
                 self._bind(scopes[-1], node.id, node.lineno)
+        elif isinstance(node, ast.ExceptHandler) and node.name:  # `except E as name` binds a plain str
+            self._bind(scopes[-1], node.name, node.lineno)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             for alias in node.names:
                 self._bind(scopes[-1], (alias.asname or alias.name).split(".")[0], node.lineno)

@@ -97,8 +97,12 @@ def test_dumps_check_finds_no_problem_on_either_side(chains, name: str) -> None:
     code, report = _json("dumps", "check", str(infer.dump_path))
     assert code == 0 and report["problems"] == [], report
     pids = ", ".join(map(str, sorted(infer.pids)))
-    assert report["notes"] == [f"rank0 was written by 2 processes at the same time (pids {pids}): rollout replicas, "
-                               "each in its own {pid} folder"]
+    assert report["notes"][0] == (f"rank0 was written by 2 processes at the same time (pids {pids}): rollout "
+                                  "replicas, each in its own {pid} folder")
+    # each replica logs a prefill and a decode of its pair, then replica 0 one unlogged request alone and
+    # replica 1 two new requests together: 5 steps of 1 request, 1 of 2, 5 distinct requests
+    assert report["notes"][1:] == ["6 logged step(s) say where each request's rows are (5 of 1 request(s), 1 of 2 "
+                                   "request(s)), 5 request(s) in all: `dumps pair` pairs them request by request"]
 
 
 @pytest.mark.parametrize("name", CHAINS)
@@ -110,7 +114,7 @@ def test_dumps_pair_pairs_each_single_request_prefill(chains, name: str) -> None
     assert {p["infer"]["pid"] for p in data["pairs"]} == set(infer.pids)
     why = {(u["request_id"], u["side"]): u["why"] for u in data["unpaired"]}
     for request_id in infer.paired:  # its decode step
-        assert "is a decode step" in why.pop((request_id, "infer"))
+        assert "(a decode)" in why.pop((request_id, "infer"))
     for request_id, reason in infer.refused.items():
         assert reason in why.pop((request_id, "infer"))
     assert why == {}, why

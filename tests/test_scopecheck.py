@@ -31,3 +31,12 @@ def test_catches_a_use_before_the_local_binding() -> None:
 def test_comprehension_targets_and_closures_resolve() -> None:
     patched = _ORIGINAL.replace(_DOC, _DOC + "    if not all(\n        key in data\n        for key in (1, 2)\n    ):\n        return {}\n")
     assert scope_problems(_ORIGINAL, patched) == []
+
+
+def test_an_except_handler_binds_its_name() -> None:
+    # `except E as error` binds `error` for the handler's body (ast keeps it as a plain str, not a Name).
+    handler = "    try:\n        x = 2\n    except ValueError as error:\n        x = str(error)\n"
+    patched = _ORIGINAL.replace("    x = 1\n", handler)
+    assert scope_problems(_ORIGINAL, patched) == []
+    misused = _ORIGINAL.replace("    x = 1\n", "    x = str(error)\n" + handler)
+    assert any("'error'" in problem and "bound only after" in problem for problem in scope_problems(_ORIGINAL, misused))
