@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from conftest import FIXTURES, run_cli
 from gen_harness import (
     check_received,
     copy_fixtures,
@@ -240,3 +240,19 @@ def test_config_dir_and_python_target(tmp_path: Path) -> None:
     final = run_with_stand_ins(new, tmp_path)[0].final()
     path = Path(final["actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config.dump_config_path"])
     assert path.is_file() and path.parent == (folder / "configs").resolve()
+
+
+def test_consistency_refusal_for_sglang_names_what_works(tmp_path) -> None:
+    """Issue 28 item 5: the refusal names the vLLM-Ascend rollout, inference and training modes."""
+    script = tmp_path / "run.sh"
+    script.write_text("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=sglang trainer.nnodes=1\n")
+    result = run_cli("gen", "consistency", str(script), "--verl-root", str(FIXTURES / "verl_trainers"))
+    assert result.exit_code == 2, result.stderr
+    assert "rollout.name=vllm" in result.stderr and "inference mode" in result.stderr
+    assert "training mode" in result.stderr and list(tmp_path.iterdir()) == [script]
+
+
+def test_doctor_article() -> None:
+    from rlpatch.doctor.verdicts import _article
+
+    assert (_article("inference"), _article("training"), _article("consistency")) == ("an", "a", "a")

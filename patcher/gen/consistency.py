@@ -37,7 +37,9 @@ def plan_consistency(facts: Facts, request: Request, folder: str, extra: dict[st
     backend = rollout_backend(facts)
     if backend != "vllm":
         raise InputError(f"consistency mode pairs the training engine patch with the vLLM-Ascend inference dump; "
-                         f"this script rolls out with {backend!r}")
+                         f"this script rolls out with {backend!r}: roll out with vLLM-Ascend "
+                         f"({ROLLOUT}.name=vllm), or dump one side: inference mode (the {backend} rollout) or "
+                         "training mode (verl >= 0.8.0)")
     if request.verl < CONSISTENCY_FROM:
         raise InputError(f"consistency mode needs verl >= {CONSISTENCY_FROM}: rlpatch's consistency set cannot take "
                          f"effect on verl {request.verl} (no engine workers before 0.6.0; 0.6.x actors run the legacy "
