@@ -256,3 +256,11 @@ def test_doctor_article() -> None:
     from rlpatch.doctor.verdicts import _article
 
     assert (_article("inference"), _article("training"), _article("consistency")) == ("an", "a", "a")
+
+
+def test_rl106_names_the_tool_the_line_sets(tmp_path) -> None:
+    """Issue 28 item 5: with --mode training on `tool=npu`, RL106 says what the line sets."""
+    script = tmp_path / "run.sh"
+    script.write_text("python3 -m verl.trainer.main_ppo global_profiler.tool=npu\n")
+    result = run_cli("lint", str(script), "--mode", "training", "--select", "RL106")
+    assert "RL106" in result.stdout and "global_profiler.tool=npu" in result.stdout, result.stdout + result.stderr
