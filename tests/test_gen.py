@@ -264,3 +264,11 @@ def test_rl106_names_the_tool_the_line_sets(tmp_path) -> None:
     script.write_text("python3 -m verl.trainer.main_ppo global_profiler.tool=npu\n")
     result = run_cli("lint", str(script), "--mode", "training", "--select", "RL106")
     assert "RL106" in result.stdout and "global_profiler.tool=npu" in result.stdout, result.stdout + result.stderr
+
+
+def test_dump_root_of_any_output_name_ends_in_dumps(tmp_path) -> None:
+    """Issue 28 item 5: `-o run.inf511.sh` dumps into `run.inf511-dumps`, not `run.inf511`."""
+    from rlpatch.gen.outputs import dump_root
+
+    assert dump_root(str(tmp_path / "run.inf511.sh"), None) == str(tmp_path / "run.inf511-dumps")
+    assert dump_root(str(tmp_path / "run.consistency-dump.sh"), None) == str(tmp_path / "run.consistency-dumps")
