@@ -272,3 +272,12 @@ def test_dump_root_of_any_output_name_ends_in_dumps(tmp_path) -> None:
 
     assert dump_root(str(tmp_path / "run.inf511.sh"), None) == str(tmp_path / "run.inf511-dumps")
     assert dump_root(str(tmp_path / "run.consistency-dump.sh"), None) == str(tmp_path / "run.consistency-dumps")
+
+
+def test_detect_names_the_runtime_env_a_multinode_run_carries(tmp_path) -> None:
+    """Issue 28 item 5: after gen's runtime-env overrides, detect no longer says only "does NOT reach"."""
+    script = tmp_path / "run.sh"
+    script.write_text("export DUMP_ON=1\npython3 -m verl.trainer.main_ppo trainer.nnodes=2 "
+                      "++ray_kwargs.ray_init.runtime_env.env_vars.DUMP_ON='\"1\"'\n")
+    result = run_cli("detect", str(script))
+    assert "the Ray runtime env carries DUMP_ON" in result.stdout and "NOT reach" not in result.stdout
