@@ -52,5 +52,7 @@ class PrecisionDebuggerKeys(LintRule):
             if ctx.unresolved(setting) or not setting.is_null():
                 continue
             at = setting.span if setting.is_set else tool.key_span
-            ctx.report(f"global_profiler.tool=precision_debugger needs {key} ({why}); found {setting.describe()}",
-                       at=at, related=[tool.key_span] if at != tool.key_span else ())
+            # Name the tool the line really sets (a --mode training lint of `tool=npu` reaches here too).
+            other = "" if tool.value == "precision_debugger" else f" (this run has {tool.describe()})"
+            ctx.report(f"global_profiler.tool=precision_debugger needs {key} ({why}); found {setting.describe()}"
+                       f"{other}", at=at, related=[tool.key_span] if at != tool.key_span else ())

@@ -374,3 +374,11 @@ def test_the_scripts_pythonpath_sitecustomize_runs_in_the_probe(venv, tmp_path, 
     script.write_text(f"export PYTHONPATH={site}\n{python} -m verl.trainer.main_ppo trainer.nnodes=1\n")
     code, payload = doctor_json("--script", str(script))
     assert payload["packages"]["verl"]["location"] == str(tree / "verl")
+
+
+def test_mode_line_when_the_script_configures_no_dump() -> None:
+    """Issue 28 item 5: with --script given, doctor no longer says "pass --mode or --script"."""
+    from rlpatch.doctor.examine import _no_mode
+
+    assert _no_mode("run.sh") == "none: run.sh configures no msprobe dump (pass --mode for its checks)"
+    assert "--script" in _no_mode(None)

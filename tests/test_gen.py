@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from conftest import FIXTURES, run_cli
 from gen_harness import (
     check_received,
     copy_fixtures,
@@ -240,3 +240,44 @@ def test_config_dir_and_python_target(tmp_path: Path) -> None:
     final = run_with_stand_ins(new, tmp_path)[0].final()
     path = Path(final["actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config.dump_config_path"])
     assert path.is_file() and path.parent == (folder / "configs").resolve()
+
+
+def test_consistency_refusal_for_sglang_names_what_works(tmp_path) -> None:
+    """Issue 28 item 5: the refusal names the vLLM-Ascend rollout, inference and training modes."""
+    script = tmp_path / "run.sh"
+    script.write_text("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=sglang trainer.nnodes=1\n")
+    result = run_cli("gen", "consistency", str(script), "--verl-root", str(FIXTURES / "verl_trainers"))
+    assert result.exit_code == 2, result.stderr
+    assert "rollout.name=vllm" in result.stderr and "inference mode" in result.stderr
+    assert "training mode" in result.stderr and list(tmp_path.iterdir()) == [script]
+
+
+def test_doctor_article() -> None:
+    from rlpatch.doctor.verdicts import _article
+
+    assert (_article("inference"), _article("training"), _article("consistency")) == ("an", "a", "a")
+
+
+def test_rl106_names_the_tool_the_line_sets(tmp_path) -> None:
+    """Issue 28 item 5: with --mode training on `tool=npu`, RL106 says what the line sets."""
+    script = tmp_path / "run.sh"
+    script.write_text("python3 -m verl.trainer.main_ppo global_profiler.tool=npu\n")
+    result = run_cli("lint", str(script), "--mode", "training", "--select", "RL106")
+    assert "RL106" in result.stdout and "global_profiler.tool=npu" in result.stdout, result.stdout + result.stderr
+
+
+def test_dump_root_of_any_output_name_ends_in_dumps(tmp_path) -> None:
+    """Issue 28 item 5: `-o run.inf511.sh` dumps into `run.inf511-dumps`, not `run.inf511`."""
+    from rlpatch.gen.outputs import dump_root
+
+    assert dump_root(str(tmp_path / "run.inf511.sh"), None) == str(tmp_path / "run.inf511-dumps")
+    assert dump_root(str(tmp_path / "run.consistency-dump.sh"), None) == str(tmp_path / "run.consistency-dumps")
+
+
+def test_detect_names_the_runtime_env_a_multinode_run_carries(tmp_path) -> None:
+    """Issue 28 item 5: after gen's runtime-env overrides, detect no longer says only "does NOT reach"."""
+    script = tmp_path / "run.sh"
+    script.write_text("export DUMP_ON=1\npython3 -m verl.trainer.main_ppo trainer.nnodes=2 "
+                      "++ray_kwargs.ray_init.runtime_env.env_vars.DUMP_ON='\"1\"'\n")
+    result = run_cli("detect", str(script))
+    assert "the Ray runtime env carries DUMP_ON" in result.stdout and "NOT reach" not in result.stdout

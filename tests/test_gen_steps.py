@@ -39,8 +39,9 @@ def test_next_steps_are_runnable_with_both_roots(tmp_path: Path) -> None:
     assert written(result), result.stdout + result.stderr
     steps = _lines_after(result.stdout, "next steps:")
     assert steps[0] == f"  1. rlpatch apply --mode consistency --verl-root {verl} --vllm-ascend-root {ascend}"
-    assert steps[1] == f"  2. rlpatch doctor --script {new} --mode consistency"
-    assert steps[2] == f"  3. bash {new}"
+    assert steps[1] == f"  2. rlpatch verify --mode consistency --verl-root {verl} --vllm-ascend-root {ascend}"
+    assert steps[2] == f"  3. rlpatch doctor --script {new} --mode consistency"
+    assert steps[3] == f"  4. bash {new}"
     assert "fill in" not in result.stdout
     dumps = folder / "megatron_vllm.consistency-dumps"
     where = _lines_after(result.stdout, "dumps:")[:2]
@@ -53,10 +54,10 @@ def test_next_steps_are_runnable_with_both_roots(tmp_path: Path) -> None:
     after = _lines_after(result.stdout, "after the run:")
     pair = f"--train {dumps}/train --infer {dumps}/infer --backend megatron"
     assert after == [
-        f"  4. rlpatch dumps check {dumps}/train --mode consistency --script {new}",
-        f"  5. rlpatch dumps check {dumps}/infer --mode consistency --script {new}",
-        f"  6. rlpatch dumps pair {pair}",
-        f"  7. rlpatch dumps compare {pair}",
+        f"  5. rlpatch dumps check {dumps}/train --mode consistency --script {new}",
+        f"  6. rlpatch dumps check {dumps}/infer --mode consistency --script {new}",
+        f"  7. rlpatch dumps pair {pair}",
+        f"  8. rlpatch dumps compare {pair}",
     ]
     assert "vLLM-Ascend 0.13.0" in new.read_text()  # the version comes from the tree
 
@@ -80,7 +81,7 @@ def test_printed_commands_parse(tmp_path: Path) -> None:
                      str(stub_verl(tmp_path, "0.9.1")), "--vllm-ascend-root", str(_vllm_ascend_tree(tmp_path)))
     commands = [line.split(". ", 1)[1] for line in result.stdout.splitlines()
                 if line.startswith("  ") and ". rlpatch " in line]
-    assert len(commands) == 6
+    assert len(commands) == 7
     for command in commands:
         argv = shlex.split(command)[1:]
         parsed = run_cli(*argv[:2], "--help") if argv[0] == "dumps" else run_cli(argv[0], "--help")

@@ -6,11 +6,12 @@ tree, with the spec's values; `rlpatch lint` (same version) finds no error in it
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 from conftest import run_cli
-from gen_harness import check_received, copy_fixtures, expected, run_with_stand_ins, written
+from gen_harness import GEN_FIXTURES, check_received, copy_fixtures, expected, run_with_stand_ins, written
 from test_gen import CASES
 
 from rlpatch.upstream.wheelcache import unpacked_tree
@@ -79,3 +80,14 @@ def test_unknown_release_is_bad_input(tmp_path: Path) -> None:
     result = run_cli("gen", "inference", str(folder / "legacy_07.sh"), "--verl-version", "0.9.9")
     assert result.exit_code == 2 and "cannot download verl==0.9.9" in result.stderr
     assert sorted(p.name for p in folder.iterdir()) == before
+
+
+@pytest.mark.upstream
+def test_consistency_on_verl_0_5_0_is_refused_before_writing(tmp_path: Path) -> None:
+    """Issue 28 item 2: the consistency set cannot take effect on 0.5.0; gen refuses like training mode does."""
+    script = tmp_path / "run.sh"
+    shutil.copy(GEN_FIXTURES / "megatron_vllm.sh", script)
+    result = run_cli("gen", "consistency", str(script), "--verl-version", "0.5.0")
+    assert result.exit_code == 2 and "consistency mode needs verl >= 0.7.0" in result.stderr
+    assert "inference mode" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.sh"]

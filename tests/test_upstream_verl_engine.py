@@ -89,10 +89,27 @@ def test_release_drift_is_refused(verl_tree, version, name, mutate, expected):
 
 @pytest.mark.parametrize("version", ["0.5.0"])
 def test_release_without_engine_files_is_not_applicable(verl_tree, version):
+    """Every rule not applicable: apply refuses (issue 28: exit 0 there let the run go on with nothing
+    in place), says why and what works in one line, and writes nothing."""
     tree = verl_tree(version)
+    pristine = snapshot(tree)
     result = run_cli("apply", "--verl-root", str(tree), "--format", "json")
-    assert result.exit_code == 0
+    assert result.exit_code == 1
     rules = json.loads(result.stdout)["targets"][0]["rules"]
     assert {r["state"] for r in rules} == {"not-applicable"}
     assert all(r["message"] for r in rules)
-    assert not (tree / ".rlpatch").exists()
+    assert not (tree / ".rlpatch").exists() and snapshot(tree) == pristine
+    (why,) = [line for line in result.stderr.splitlines() if line.startswith("rlpatch: refused:")]
+    assert f"cannot take effect on verl {version}" in why and "verl 0.7.0+" in why
+
+
+@pytest.mark.parametrize("mode_args", [("--mode", "consistency"), ("--mode", "consistency", "--dry-run")])
+def test_consistency_on_0_5_0_is_refused_with_what_works(verl_tree, mode_args):
+    tree = verl_tree("0.5.0")
+    pristine = snapshot(tree)
+    result = run_cli("apply", "--verl-root", str(tree), *mode_args)
+    assert result.exit_code == 1 and snapshot(tree) == pristine
+    (why,) = [line for line in result.stderr.splitlines() if line.startswith("rlpatch: refused:")]
+    assert "the consistency set cannot take effect on verl 0.5.0" in why
+    assert "verl 0.7.0+" in why and "inference mode needs no verl patch" in why
+    assert "nothing was written" in result.stderr

@@ -116,7 +116,7 @@ def test_no_v1_trainer_in_0_8_0(verl_tree) -> None:
     tree = verl_tree("0.8.0")
     pristine = snapshot(tree)
     payload = _json("apply", "--verl-root", str(tree), "--rules", V1_RULES)
-    assert payload["exit_code"] == 0 and snapshot(tree) == pristine
+    assert payload["exit_code"] == 1 and snapshot(tree) == pristine  # nothing of them can take effect: refused
     assert {rule["state"] for rule in payload["rules"]} == {"not-applicable"}
     assert all("verl 0.8.0: no v1 trainer in this release" in rule["message"] for rule in payload["rules"])
     whole = _json("status", "--verl-root", str(tree), "--mode", "consistency")

@@ -99,6 +99,7 @@ def examine(options: DoctorOptions, script: ScriptFacts | None) -> dict[str, Any
         "interpreter": {"argv": list(target.argv), "chosen_by": target.chosen_by, "executable": found["executable"],
                         "python": found["python"], "prefix": found["prefix"], "cwd": found["cwd"]},
         "mode": facts.mode,
+        "script": facts.script,
         "packages": packages,
         "msprobe_import": imported,
         "verdicts": [verdict.as_json() for verdict in verdicts],
@@ -181,7 +182,7 @@ def render_text(report: dict[str, Any]) -> str:
              else "  not started: its launcher is not on this machine")
     lines = [f"target: {' '.join(interpreter['argv'])} ({interpreter['chosen_by']})",
              f"{where}; working directory {interpreter['cwd']}",
-             f"  mode: {report['mode'] or 'not given (pass --mode or --script for its checks)'}", "packages:"]
+             f"  mode: {report['mode'] or _no_mode(report.get('script'))}", "packages:"]
     for name, package in report["packages"].items():
         version = package.get("version") or ("absent" if not package.get("location") else "unknown version")
         where = package.get("location") or ""
@@ -200,3 +201,10 @@ def render_text(report: dict[str, Any]) -> str:
     lines.append(f"{levels.count('FAIL')} FAIL, {levels.count('WARN')} WARN, {levels.count('OK')} OK")
     # The target's paths, versions and import errors come from outside: escaped, one line each.
     return "\n".join(shown_lines(lines)) + "\n"
+
+
+def _no_mode(script: str | None) -> str:
+    """Why doctor has no mode: none given, or (issue 28) a script that configures no msprobe dump."""
+    if script:
+        return f"none: {script} configures no msprobe dump (pass --mode for its checks)"
+    return "not given (pass --mode or --script for its checks)"

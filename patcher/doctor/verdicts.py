@@ -201,7 +201,7 @@ def import_verdicts(packages: dict[str, Any], run: RunFacts, python: str) -> lis
     if located("verl"):
         found.append(Verdict("OK", "imports", f"verl {version_of(packages, 'verl') or '?'} at {packages['verl']['location']}"))
     else:
-        found.append(Verdict("FAIL", "imports", f"{python} cannot import verl: a {run.mode} run needs it (install verl "
+        found.append(Verdict("FAIL", "imports", f"{python} cannot import verl: {_article(run.mode)} {run.mode} run needs it (install verl "
                              "there, or put its tree on the script's PYTHONPATH)"))
     if run.mode == "training":
         return found
@@ -213,6 +213,11 @@ def import_verdicts(packages: dict[str, Any], run: RunFacts, python: str) -> lis
     elif not (run.rollout == "vllm" and located("vllm")):  # vLLM without vLLM-Ascend: the "vllm-ascend" verdict says it
         engines = " or ".join(MODULE_OF[name] for name in wanted)
         chosen = f"the script's rollout.name={run.rollout}" if run.rollout in ROLLOUT_ENGINES else "no script names the rollout"
-        found.append(Verdict("FAIL", "imports", f"{python} cannot import {engines} ({chosen}): a {run.mode} run dumps "
+        found.append(Verdict("FAIL", "imports", f"{python} cannot import {engines} ({chosen}): {_article(run.mode)} {run.mode} run dumps "
                              "the rollout there; install it in that interpreter"))
     return found
+
+
+def _article(word: str) -> str:
+    """"an inference run", "a training run"."""
+    return "an" if word[:1] in "aeiou" else "a"

@@ -27,7 +27,9 @@ from rlpatch.gen.modes import (
 from rlpatch.gen.plan import ApplyStep, Facts, Plan
 from rlpatch.gen.size import dump_size_notes
 from rlpatch.shell.api import ACTOR, REF, ROLLOUT
+from rlpatch.upstream.api import Version
 
+CONSISTENCY_FROM = Version.parse("0.7.0")  # the first verl the consistency set patches (rlpatch rules)
 _ONE = "one prompt, one mini-batch, one micro-batch: each rank pairs with one request"
 
 
@@ -35,7 +37,14 @@ def plan_consistency(facts: Facts, request: Request, folder: str, extra: dict[st
     backend = rollout_backend(facts)
     if backend != "vllm":
         raise InputError(f"consistency mode pairs the training engine patch with the vLLM-Ascend inference dump; "
-                         f"this script rolls out with {backend!r}")
+                         f"this script rolls out with {backend!r}: roll out with vLLM-Ascend "
+                         f"({ROLLOUT}.name=vllm), or dump one side: inference mode (the {backend} rollout) or "
+                         "training mode (verl >= 0.8.0)")
+    if request.verl < CONSISTENCY_FROM:
+        raise InputError(f"consistency mode needs verl >= {CONSISTENCY_FROM}: rlpatch's consistency set cannot take "
+                         f"effect on verl {request.verl} (no engine workers before 0.6.0; 0.6.x actors run the legacy "
+                         "workers the dump does not reach), so `rlpatch apply` would patch nothing; use verl 0.7.0 to "
+                         "0.9.1, or inference mode (the rollout alone, no verl patch)")
     plan = Plan()
     check_device(facts, plan)
     megatron = facts.run.megatron

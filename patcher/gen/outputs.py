@@ -42,7 +42,11 @@ def dump_root(new_path: str, given: str | None) -> str:
     """Where the dumps land: the one given, else `<stem>-dumps` beside the new script."""
     folder = os.path.dirname(os.path.abspath(new_path))
     stem = os.path.basename(new_path).rsplit(".", 1)[0]
-    return os.path.abspath(given) if given else os.path.join(folder, stem.replace("-dump", "-dumps"))
+    if given:
+        return os.path.abspath(given)
+    # `run.consistency-dump.sh` -> `run.consistency-dumps`; any other name (`-o run.inf511.sh`) gets
+    # `-dumps` appended: the folder must never share the script's own stem.
+    return os.path.join(folder, stem.removesuffix("-dump") + "-dumps")
 
 
 def config_text(content: dict[str, Any]) -> str:

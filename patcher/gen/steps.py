@@ -58,6 +58,8 @@ def next_steps(result: Generated, mode: str, new_path: str, roots: dict[str, str
     if result.plan.apply is not None:
         line, fill = apply_step(result.plan.apply, roots, python)
         steps.append(line + "".join(f"\n     {text}" for text in fill))
+        # verify checks every tree the apply patched (exit 1 when a rule is not in place, or none applies)
+        steps.append(line.replace("rlpatch apply ", "rlpatch verify ", 1))
     doctor = ["rlpatch", "doctor", "--script", new_path, "--mode", mode]
     steps.append(_command(doctor + (["--python", python] if python else [])))
     steps.append(_command(["bash", new_path]))

@@ -60,7 +60,11 @@ def render_text(obj: dict) -> str:
              False: "exported env does NOT reach Ray workers on other nodes: use the Ray runtime env",
              None: "unknown whether exported env reaches the Ray workers (node count unknown)"}
     lines.append("  env:" if obj["env"] else "  env: (none exported)")
-    if obj["env"]:
+    carried = obj.get("runtime_env_vars") or []
+    if obj["env"] and carried and obj["env_reaches_ray_workers"] is not True:
+        lines.append(f"    (exported env does not reach Ray workers on other nodes; the Ray runtime env carries "
+                     f"{', '.join(carried)})")
+    elif obj["env"]:
         lines.append(f"    ({reach[obj['env_reaches_ray_workers']]})")
     for name, value in obj["env"].items():
         source = obj["env_sources"][name]

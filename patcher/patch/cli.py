@@ -1,8 +1,9 @@
 """`rlpatch apply | verify | status | revert | diff | rules`: the patch commands.
 
-Exit codes: 0 success (nothing to do and not-applicable rules included); 1 refused (anchor
-missing or ambiguous, drift, a version that needs --force, verify finding a rule not applied,
-dirty git files); 2 usage or input error.
+Exit codes: 0 success (nothing to do and not-applicable rules included, as long as some selected
+rule applies on every tree or the release dumps natively); 1 refused (anchor missing or ambiguous,
+drift, a version that needs --force, a set that cannot take effect on a tree because no rule of it
+applies to its release, verify finding a rule not applied, dirty git files); 2 usage or input error.
 """
 
 from __future__ import annotations
@@ -137,6 +138,8 @@ def apply_cmd(**options: Any) -> int:
     result = api.apply(targets, rules, wanted, say)
     for report in result.refusals:
         print_refusal(report)
+    for why in result.inert:
+        say(f"rlpatch: refused: {why}")
     print_reports(result.reports, targets, options["output_format"])
     if result.refused:
         say("nothing was written")

@@ -17,7 +17,7 @@ from rlpatch.errors import InputError, RefusedError
 from rlpatch.patch import engine, transaction
 from rlpatch.patch.engine import Change, RuleReport, RuleState, Session
 from rlpatch.patch.options import ApplyOptions, Say, silent
-from rlpatch.patch.reporting import not_applicable_targets, payload, unchecked_packages
+from rlpatch.patch.reporting import cannot_take_effect, not_applicable_targets, payload, unchecked_packages
 from rlpatch.patch.rule import PatchRule, Target
 
 
@@ -62,10 +62,11 @@ class ApplyResult:
     outcomes: list[RuleOutcome] = field(default_factory=list)
     commits: list[Commit] = field(default_factory=list)
     error: Exception | None = None
+    inert: list[str] = field(default_factory=list)  # per tree where the set cannot take effect: why, what works
 
     @property
     def refused(self) -> bool:
-        return bool(self.refusals)
+        return bool(self.refusals or self.inert)
 
     def rules_with(self, outcome: Outcome) -> list[str]:
         """The ids of the rules the command left in `outcome`, sorted."""
@@ -146,8 +147,9 @@ def apply(targets: Sequence[Target], rules: Sequence[PatchRule], options: ApplyO
           say: Say = silent) -> ApplyResult:
     """Apply `rules` to `targets`, all or nothing (nothing at all with `options.dry_run`).
 
-    Refused (nothing written) when a rule's anchor is missing or ambiguous, a file drifted, or a
-    release needs `options.force`; RefusedError for dirty git files, InputError for `--commit`
+    Refused (nothing written) when a rule's anchor is missing or ambiguous, a file drifted, a
+    release needs `options.force`, or the set cannot take effect on a tree (every selected rule
+    not applicable to its release, and the release does not dump natively: `inert`); RefusedError for dirty git files, InputError for `--commit`
     outside a git checkout (both before any write).
     """
     with transaction.locked_all([target.root for target in targets], create=not options.dry_run) as held:
@@ -157,6 +159,10 @@ def apply(targets: Sequence[Target], rules: Sequence[PatchRule], options: ApplyO
         refusals = _apply_refusals(reports, options.force)
         if refusals:
             return ApplyResult(reports, refusals)
+        inert = [cannot_take_effect(target, reports, options.mode, bool(options.rule_ids))
+                 for target in not_applicable_targets(reports, targets)]
+        if inert:  # exit 0 with nothing in place would let the run go on and dump nothing that pairs
+            return ApplyResult(reports, inert=inert)
         changes = engine.planned_changes(session, reports)
         changed_paths: dict[str, list[Path]] = {}
         for change in changes:

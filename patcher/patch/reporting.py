@@ -58,3 +58,23 @@ def not_applicable_targets(reports: Sequence[RuleReport], targets: Sequence[Targ
                 not all(report.rule.gate(target).native for report in own):
             found.append(target)
     return found
+
+
+# What else works when a set has nothing to patch on a tree: the consistency set's verl side has
+# a mode that needs no verl patch at all (inference: vLLM-Ascend reads the dump key verl passes it).
+_OTHER_MODE = {("consistency", "verl"): "or dump the rollout alone: inference mode needs no verl patch "
+                                        "(rlpatch gen inference SCRIPT)"}
+
+
+def cannot_take_effect(target: Target, reports: Sequence[RuleReport], mode: str | None, by_rule_ids: bool) -> str:
+    """One line: why the selected set cannot take effect on `target` (every rule not applicable to
+    its release) and what works instead: the releases its rules patch, or another mode."""
+    own = [report for report in reports if report.target is target]
+    what = f"the {mode} set" if mode and not by_rule_ids else "the selected rules"
+    first = own[0]
+    line = (f"{what} cannot take effect on {target.package} {target.version_text} at {target.root}: none of them "
+            f"applies to this release ({first.rule.id}: {first.message})")
+    if first.rule.versions:
+        line += f"; {first.rule.id} patches {target.package} {first.rule.versions}"
+    other = _OTHER_MODE.get((mode or "", target.package)) if not by_rule_ids else None
+    return line + (f"; {other}" if other else "")

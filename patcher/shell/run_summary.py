@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 
 from rlpatch.shell.defaults import ACTOR, REF, ROLLOUT
 
+RUNTIME_ENV_PREFIX = "ray_kwargs.ray_init.runtime_env.env_vars."
+
 if TYPE_CHECKING:
     from rlpatch.shell.model import Run
 
@@ -61,6 +63,9 @@ def run_summary(run: Run) -> dict:
                         for name, var in sorted(run.env.items())},
         "ray_submit": run.launch.ray_submit,
         "env_reaches_ray_workers": run.env_reaches_workers(),
+        # the variables the Ray runtime env gives every worker (as `rlpatch gen` writes for multi-node runs)
+        "runtime_env_vars": sorted({o.key[len(RUNTIME_ENV_PREFIX):] for o in run.effective_overrides()
+                                    if o.key.startswith(RUNTIME_ENV_PREFIX) and o.prefix != "~"}),
         "unknown": [{"what": u.what, "file": u.span.file, "line": u.span.line, "column": u.span.column}
                     for u in run.unknown],
     }
