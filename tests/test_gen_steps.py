@@ -233,3 +233,12 @@ def test_dump_size_names_the_variable_the_model_path_depends_on(tmp_path: Path) 
     result = run_cli("gen", "consistency", str(folder / "home_model_path.sh"), "--verl-root", root, "--dry-run",
                      "--env", f"HOME={tmp_path / 'home'}")
     assert "dump size (estimate" in result.stdout and "2 layers, hidden 1024" in result.stdout
+
+
+def test_inference_mode_stops_after_the_last_dumped_step(tmp_path: Path) -> None:
+    """Inference mode bounds the job (issue 28 item 4): steps 0..K need at most K+1 training steps."""
+    folder = copy_fixtures(tmp_path)
+    root = str(stub_verl(tmp_path, "0.9.1"))
+    assert written(run_cli("gen", "inference", str(folder / "megatron_vllm.sh"), "--verl-root", root, "--steps", "0,3"))
+    final = run_with_stand_ins(folder / "megatron_vllm.inference-dump.sh", tmp_path)[0].final()
+    assert final["trainer.total_training_steps"] == "4"
