@@ -218,3 +218,28 @@ def test_training_config_lints_clean_alone(tmp_path: Path) -> None:
     findings = json.loads(result.stdout)
     assert [(f["code"], f["severity"]) for f in findings] == [("RL504", "info")]
     assert "precision_debugger" in findings[0]["message"]
+
+
+def test_dump_size_names_the_variable_the_model_path_depends_on(tmp_path: Path) -> None:
+    """verl's run_qwen3_next_80b_fsdp.sh shape: MODEL_PATH=${WORK_DIR}/..., WORK_DIR from $HOME (issue 28 item 4)."""
+    folder = copy_fixtures(tmp_path)
+    root = str(stub_verl(tmp_path, "0.9.1"))
+    result = run_cli("gen", "consistency", str(folder / "home_model_path.sh"), "--verl-root", root, "--dry-run")
+    assert "the script sets no model path" not in result.stdout
+    assert "the model path (WORK_DIR, MODEL_PATH) depends on $HOME" in result.stdout
+    assert "pass --env HOME=..." in result.stdout
+    model = tmp_path / "home" / "verl" / "Qwen3-Next-80B-A3B-Instruct"
+    model.parent.mkdir(parents=True)
+    _model(tmp_path).rename(model)
+    result = run_cli("gen", "consistency", str(folder / "home_model_path.sh"), "--verl-root", root, "--dry-run",
+                     "--env", f"HOME={tmp_path / 'home'}")
+    assert "dump size (estimate" in result.stdout and "2 layers, hidden 1024" in result.stdout
+
+
+def test_inference_mode_stops_after_the_last_dumped_step(tmp_path: Path) -> None:
+    """Inference mode bounds the job (issue 28 item 4): steps 0..K need at most K+1 training steps."""
+    folder = copy_fixtures(tmp_path)
+    root = str(stub_verl(tmp_path, "0.9.1"))
+    assert written(run_cli("gen", "inference", str(folder / "megatron_vllm.sh"), "--verl-root", root, "--steps", "0,3"))
+    final = run_with_stand_ins(folder / "megatron_vllm.inference-dump.sh", tmp_path)[0].final()
+    assert final["trainer.total_training_steps"] == "4"

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rlpatch.errors import InputError
+from rlpatch.gen.bounds import bound_inference_run
 from rlpatch.gen.plan import ApplyStep, ConfigFile, Facts, Plan
 from rlpatch.shell.api import ACTOR, REF, ROLLOUT
 from rlpatch.upstream.api import Version
@@ -159,6 +160,7 @@ def plan_inference(facts: Facts, request: Request, folder: str) -> Plan:
     plan.add("trainer.val_before_train", "False", "validation calls generate and shifts the dumped steps",
              replaces=other_value(facts, "trainer.val_before_train", "False"))
     steps = request.steps if request.steps is not None else [0]
+    bound_inference_run(plan, facts, steps)
     if backend == "vllm":
         check_device(facts, plan)
         vllm_dump(plan, facts, request, folder, steps, "infer")

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 
-from rlpatch.gen.plan import Facts
+from rlpatch.gen.plan import Facts, variable_names
 
 MODEL_PATH = "actor_rollout_ref.model.path"
 _BYTES = {"float32": 4, "float": 4, "bfloat16": 2, "float16": 2, "half": 2}
@@ -43,6 +44,25 @@ def model_config(path: str | None) -> tuple[dict | None, str]:
         return None, f"{config_path} cannot be read ({err})"
     text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
     return text, config_path
+
+
+def unknown_path(facts: Facts) -> str:
+    """Why the model path is unknown: the variable it depends on that gen does not know, and how to give it."""
+    setting = facts.setting(MODEL_PATH)
+    override = setting.override
+    unknown = [piece for piece in override.arg.word if piece.text is None] if override is not None else []
+    for piece in unknown:
+        names = variable_names(piece)
+        root = re.fullmatch(r"\$\{?(\w+)\}?", (piece.desc or "").strip())
+        if root is not None:
+            name = root.group(1)
+            holders = [n for n in names if n != name]
+            through = f" ({', '.join(holders)})" if holders else ""
+            return (f"the model path{through} depends on ${name}, which gen does not know (the script's own "
+                    f"environment is not read): pass --env {name}=...")
+        if names:
+            return f"the model path depends on {piece.desc or 'a value known only at run time'}: pass --env {names[0]}=..."
+    return f"the model path is not known statically ({setting.desc or '?'})"
 
 
 def per_token_elements(config: dict) -> tuple[int, str] | None:
@@ -80,7 +100,8 @@ def dump_size_notes(facts: Facts, request, dp: int, assumptions: list[str]) -> l
     steps = dp  # one micro-batch per training rank; one prefill per request (n = DP) on the inference side
     if task != "tensor":
         return [f"dump size: task {task} saves statistics only (a few hundred bytes per tensor), no tensor data"]
-    config, source = model_config(facts.value(MODEL_PATH))
+    path = facts.value(MODEL_PATH)
+    config, source = model_config(path) if path or not facts.is_set(MODEL_PATH) else (None, unknown_path(facts))
     if config is None:
         return [f"dump size: unknown: {source}; with task tensor each dumped step holds every module's inputs and "
                 f"outputs for up to {tokens} tokens ({steps} steps per side in this run)",
