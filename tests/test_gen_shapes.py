@@ -35,3 +35,12 @@ def test_megatron_lora_cp2_is_written_with_every_dimension_aligned(tmp_path: Pat
     lint = run_cli("lint", "--format", "json", "--verl-version", "0.9.1", str(new))
     errors = [f for f in json.loads(lint.stdout) if f["severity"] == "error" and f["code"] not in ("RL605", "RL607")]
     assert errors == [], errors
+
+
+def test_an_override_after_dashes_that_undoes_the_layout_is_refused_naming_the_fix(tmp_path: Path) -> None:
+    script = tmp_path / "lora.sh"
+    shutil.copy(FIXTURES / "gen_shapes" / "megatron_lora_cp.sh", script)
+    key = f"{AR}.actor.megatron.context_parallel_size"
+    result = run_cli("gen", "consistency", str(script), "--verl-version", "0.9.1", "--", f"{key}=2")
+    assert result.exit_code == 2 and f"give {key}=1" in result.stderr, result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lora.sh"]

@@ -45,6 +45,7 @@ def plan_consistency(facts: Facts, request: Request, folder: str, extra: dict[st
     _batch_chain(plan, facts, dp)
     _trainer_and_correction(plan, facts, request)
     _env_and_configs(plan, facts, request, folder)
+    _extras_keep_layout(plan, extra)
     _check_arithmetic(plan, extra, dp, world, megatron)
     _bound(plan, facts)
     plan.notes.extend(dump_size_notes(facts, request, dp, plan.assumptions))
@@ -117,6 +118,19 @@ def _megatron_layout(plan: Plan, facts: Facts, world: int) -> int:
     plan.add(f"{ROLLOUT}.pipeline_model_parallel_size", "1", "verl raises NotImplementedError for rollout PP > 1",
              replaces=other_value(facts, f"{ROLLOUT}.pipeline_model_parallel_size", "1"))
     return world // tp
+
+
+_PARALLEL = ("_parallel_size", "ulysses_sequence_parallel_size")
+
+
+def _extras_keep_layout(plan: Plan, extra: dict[str, str]) -> None:
+    """An override given after `--` comes last and wins: one that undoes a parallel size gen aligned
+    is refused, naming the override that makes the run valid (what gen checks is what runs)."""
+    for override in plan.overrides:
+        given = extra.get(override.key)
+        if override.key.endswith(_PARALLEL) and given is not None and given.strip("'\"") != override.value:
+            raise InputError(f"{override.key}={given} given after -- undoes gen's alignment ({override.why}): "
+                             f"drop it or give {override.key}={override.value}")
 
 
 def _batch_chain(plan: Plan, facts: Facts, dp: int) -> None:
