@@ -44,3 +44,15 @@ def test_an_override_after_dashes_that_undoes_the_layout_is_refused_naming_the_f
     result = run_cli("gen", "consistency", str(script), "--verl-version", "0.9.1", "--", f"{key}=2")
     assert result.exit_code == 2 and f"give {key}=1" in result.stderr, result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["lora.sh"]
+
+
+def test_an_env_value_gen_relied_on_is_exported_by_the_new_script(tmp_path: Path) -> None:
+    script = tmp_path / "lora.sh"
+    shutil.copy(FIXTURES / "gen_shapes" / "megatron_lora_cp.sh", script)
+    result = run_cli("gen", "consistency", str(script), "--verl-version", "0.9.1", "--env", "ROLLOUT_TP=4")
+    assert result.exit_code in (0, 1), result.stderr
+    new = tmp_path / "lora.consistency-dump.sh"
+    assert "export ROLLOUT_TP=4" in new.read_text()
+    [call] = run_with_stand_ins(new, tmp_path)
+    assert call.final()[f"{AR}.rollout.tensor_model_parallel_size"] == "4"
+    assert call.final()[f"{AR}.actor.megatron.tensor_model_parallel_size"] == "4"
