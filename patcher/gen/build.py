@@ -157,7 +157,8 @@ def _word(override: Planned) -> str:
     return head + shlex.quote(override.value)
 
 
-def block_text(plan: Plan, request: Request, original: str, targets: Targets, extra: list[str]) -> str:
+def block_text(plan: Plan, request: Request, original: str, targets: Targets, extra: list[str],
+               given_env: dict[str, str] | None = None) -> str:
     assumed = " (assumed: the newest release; give --verl-version, --verl-root or --python)" if targets.verl_assumed else ""
     lines = [
         f"# ---- rlpatch gen ({__version__}): {request.mode}-mode msprobe collection script ----",
@@ -166,6 +167,8 @@ def block_text(plan: Plan, request: Request, original: str, targets: Targets, ex
         *(f"# assumed: {assumption}" for assumption in plan.assumptions),
         f"{DIR_LINE}  # the configs live beside this script",
     ]
+    for name, given in (given_env or {}).items():  # what gen checked is what runs: `${NAME:-default}` reads it
+        lines.append(f"export {name}={shlex.quote(given)}  # --env {name}: the value gen's checks used")
     for switch in plan.env:
         value = switch.shell_value if switch.shell_value is not None else shlex.quote(switch.value)
         lines.append(f"export {switch.name}={value}  # {switch.why}")
@@ -202,7 +205,7 @@ def generate(script: str, new_path: str, request: Request, targets: Targets, env
     add_runtime_env(plan, run)
     insertions = place.launch_insertions(source, parsed, evaluation, options)
     insertions += _env_prefixes(source, evaluation, plan, notes)
-    block = block_text(plan, request, os.path.basename(script), targets, extra)
+    block = block_text(plan, request, os.path.basename(script), targets, extra, env)
     insertions.append(place.Insertion(place.block_offset(source, parsed), block))
     text = place.apply(source.text, insertions)
     _prove(new_path, text, plan, extra, options)

@@ -54,6 +54,7 @@ def plan_consistency(facts: Facts, request: Request, folder: str, extra: dict[st
     _batch_chain(plan, facts, dp)
     _trainer_and_correction(plan, facts, request)
     _env_and_configs(plan, facts, request, folder)
+    _extras_keep_layout(plan, extra)
     _check_arithmetic(plan, extra, dp, world, megatron)
     _bound(plan, facts)
     plan.notes.extend(dump_size_notes(facts, request, dp, plan.assumptions))
@@ -97,9 +98,9 @@ def _megatron_layout(plan: Plan, facts: Facts, world: int) -> int:
     tp = facts.int_or(f"{ROLLOUT}.tensor_model_parallel_size", 1)
     ep = facts.int_or(f"{ROLLOUT}.expert_parallel_size", 1)
     rollout_dp = facts.int_or(f"{ROLLOUT}.data_parallel_size", 1)
-    cp = facts.int_or(f"{ACTOR}.megatron.context_parallel_size", 1)
-    if world % (tp * cp):
-        raise InputError(f"Megatron needs the world size ({world}) divisible by TP*PP*CP = {tp}*1*{cp} = {tp * cp}")
+    if world % tp:
+        raise InputError(f"Megatron needs the world size ({world}) divisible by TP*PP*CP = {tp}*1*1 = {tp}: give "
+                         f"{ROLLOUT}.tensor_model_parallel_size=N with N dividing {world}")
     if ep > 1 and ep != tp * rollout_dp:
         raise InputError(f"rollout expert_parallel_size={ep} must equal tensor_model_parallel_size*data_parallel_size "
                          f"= {tp}*{rollout_dp} = {tp * rollout_dp}")
@@ -111,9 +112,34 @@ def _megatron_layout(plan: Plan, facts: Facts, world: int) -> int:
             key = f"{role}.megatron.{name}"
             plan.add(key, str(value), f"training {name} = rollout {rollout_name}",
                      replaces=other_value(facts, key, str(value)))
+    for role in (ACTOR, REF):
+        key = f"{role}.megatron.context_parallel_size"
+        plan.add(key, "1", "context parallelism gives each rank zigzag chunks of every request: the engine patch "
+                 "logs no rows, and the rollout has no CP", replaces=other_value(facts, key, "1"))
+        key = f"{role}.megatron.virtual_pipeline_model_parallel_size"
+        if other_value(facts, key, "null") is not None:
+            plan.add(key, "null", "a virtual pipeline needs PP > 1 (PP is 1 here)", replaces=other_value(facts, key, "null"))
+        key = f"{role}.megatron.expert_tensor_parallel_size"
+        etp = "1" if ep > 1 else str(tp)
+        if other_value(facts, key, etp) is not None:
+            plan.add(key, etp, "vLLM shards experts by TP without expert parallelism, and not at all with it",
+                     replaces=other_value(facts, key, etp))
     plan.add(f"{ROLLOUT}.pipeline_model_parallel_size", "1", "verl raises NotImplementedError for rollout PP > 1",
              replaces=other_value(facts, f"{ROLLOUT}.pipeline_model_parallel_size", "1"))
-    return world // (tp * cp)
+    return world // tp
+
+
+_PARALLEL = ("_parallel_size", "ulysses_sequence_parallel_size")
+
+
+def _extras_keep_layout(plan: Plan, extra: dict[str, str]) -> None:
+    """An override given after `--` comes last and wins: one that undoes a parallel size gen aligned
+    is refused, naming the override that makes the run valid (what gen checks is what runs)."""
+    for override in plan.overrides:
+        given = extra.get(override.key)
+        if override.key.endswith(_PARALLEL) and given is not None and given.strip("'\"") != override.value:
+            raise InputError(f"{override.key}={given} given after -- undoes gen's alignment ({override.why}): "
+                             f"drop it or give {override.key}={override.value}")
 
 
 def _batch_chain(plan: Plan, facts: Facts, dp: int) -> None:

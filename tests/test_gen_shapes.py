@@ -1,0 +1,58 @@
+"""gen consistency on the shapes of verl's own examples (fixtures/gen_shapes, issue 28.1): the script it
+writes sets every Megatron parallel dimension the alignment touches, composes under the released verl
+0.9.1's real Hydra config, and lints clean with plain `rlpatch lint` (no --env)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES, run_cli
+from gen_harness import run_with_stand_ins
+from test_gen_upstream import _compose
+
+pytestmark = pytest.mark.upstream
+AR = "actor_rollout_ref"
+
+
+def test_megatron_lora_cp2_is_written_with_every_dimension_aligned(tmp_path: Path) -> None:
+    from omegaconf import OmegaConf
+
+    script = tmp_path / "lora.sh"
+    shutil.copy(FIXTURES / "gen_shapes" / "megatron_lora_cp.sh", script)
+    result = run_cli("gen", "consistency", str(script), "--verl-version", "0.9.1")
+    assert result.exit_code in (0, 1), result.stdout + result.stderr
+    new = tmp_path / "lora.consistency-dump.sh"
+    [call] = run_with_stand_ins(new, tmp_path)
+    config = _compose("0.9.1", call.hydra_args)
+    for role in ("actor", "ref"):
+        megatron = OmegaConf.select(config, f"{AR}.{role}.megatron")
+        assert (megatron.tensor_model_parallel_size, megatron.pipeline_model_parallel_size,
+                megatron.context_parallel_size, megatron.expert_tensor_parallel_size) == (8, 1, 1, 8), role
+    assert OmegaConf.select(config, f"{AR}.rollout.tensor_model_parallel_size") == 8
+    lint = run_cli("lint", "--format", "json", "--verl-version", "0.9.1", str(new))
+    errors = [f for f in json.loads(lint.stdout) if f["severity"] == "error" and f["code"] not in ("RL605", "RL607")]
+    assert errors == [], errors
+
+
+def test_an_override_after_dashes_that_undoes_the_layout_is_refused_naming_the_fix(tmp_path: Path) -> None:
+    script = tmp_path / "lora.sh"
+    shutil.copy(FIXTURES / "gen_shapes" / "megatron_lora_cp.sh", script)
+    key = f"{AR}.actor.megatron.context_parallel_size"
+    result = run_cli("gen", "consistency", str(script), "--verl-version", "0.9.1", "--", f"{key}=2")
+    assert result.exit_code == 2 and f"give {key}=1" in result.stderr, result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lora.sh"]
+
+
+def test_an_env_value_gen_relied_on_is_exported_by_the_new_script(tmp_path: Path) -> None:
+    script = tmp_path / "lora.sh"
+    shutil.copy(FIXTURES / "gen_shapes" / "megatron_lora_cp.sh", script)
+    result = run_cli("gen", "consistency", str(script), "--verl-version", "0.9.1", "--env", "ROLLOUT_TP=4")
+    assert result.exit_code in (0, 1), result.stderr
+    new = tmp_path / "lora.consistency-dump.sh"
+    assert "export ROLLOUT_TP=4" in new.read_text()
+    [call] = run_with_stand_ins(new, tmp_path)
+    assert call.final()[f"{AR}.rollout.tensor_model_parallel_size"] == "4"
+    assert call.final()[f"{AR}.actor.megatron.tensor_model_parallel_size"] == "4"
