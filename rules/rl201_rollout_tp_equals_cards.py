@@ -1,9 +1,9 @@
-"""RL201: FSDP consistency runs need rollout tensor_model_parallel_size=1.
+"""RL201: FSDP consistency runs on verl < 0.9.0 need rollout tensor_model_parallel_size=1.
 
 ## What it does
 
-Reports an FSDP consistency run whose rollout `tensor_model_parallel_size` is not 1 (verl's default
-is 2).
+Reports an FSDP consistency run on verl 0.7.x or 0.8.x whose rollout `tensor_model_parallel_size`
+is not 1 (verl's default is 2).
 
 ## Why
 
@@ -20,23 +20,30 @@ Megatron runs are compared shard against shard: there the rollout TP must equal 
 
 Set `actor_rollout_ref.rollout.tensor_model_parallel_size=1`; more rollout replicas take the
 remaining cards.
+
+## Exceptions
+
+verl 0.7.x and 0.8.x only. From verl 0.9.0 the engine patch logs each request's rows and the
+vLLM-Ascend dispatch logger each step's rows and TP group: `rlpatch dumps pair` rebuilds the
+sharded outputs from every TP rank of a replica (qkv as `[q|k|v]` per rank) before msprobe compares
+them, so the script keeps its own rollout TP (issue 27).
 """
 
 from __future__ import annotations
 
-from rlpatch.lint.checks import ints, related_of
+from rlpatch.lint.checks import ints, pairs_by_rows, related_of
 from rlpatch.lint.rule import Case, LintContext, LintRule
 from rlpatch.shell.api import ROLLOUT
 
 _PY = "python3 -m verl.trainer.main_ppo \\\n    trainer.n_gpus_per_node=8 \\\n"
-_C = {"mode": "consistency"}
+_C = {"mode": "consistency", "verl_version": "0.8.0"}  # verl 0.9.0+ pairs TP shards: see Exceptions
 
 
 class RolloutTpEqualsCards(LintRule):
     code = "RL201"
     severity = "error"
     modes = frozenset({"consistency"})
-    summary = "FSDP: rollout tensor_model_parallel_size must be 1 (msprobe never joins inference TP shards)"
+    summary = "FSDP, verl < 0.9.0: rollout tensor_model_parallel_size must be 1 (no rows to rebuild TP shards from)"
 
     VALID = [
         Case(_PY + f"    {ROLLOUT}.tensor_model_parallel_size=1\n", options=_C),
@@ -44,6 +51,8 @@ class RolloutTpEqualsCards(LintRule):
              note="Megatron: RL202 compares the parallel sizes item by item instead"),
         Case(_PY + f"    {ROLLOUT}.tensor_model_parallel_size=4\n", options={"mode": "inference"},
              note="only consistency runs are compared"),
+        Case(_PY + f"    {ROLLOUT}.tensor_model_parallel_size=8\n", options={"mode": "consistency"},
+             note="verl 0.9.1 (the default): dumps pair rebuilds the TP shards"),
     ]
     INVALID = [
         Case(_PY + f"    {ROLLOUT}.tensor_model_parallel_size=8\n", options=_C, expect=[(3, 58)]),
@@ -51,7 +60,7 @@ class RolloutTpEqualsCards(LintRule):
     ]
 
     def check(self, ctx: LintContext) -> None:
-        if ctx.run.megatron:
+        if ctx.run.megatron or pairs_by_rows(ctx):
             return
         values = ints(ctx, f"{ROLLOUT}.tensor_model_parallel_size")
         if values is None:
@@ -60,5 +69,6 @@ class RolloutTpEqualsCards(LintRule):
         if tp != 1:
             ctx.report(f"rollout tensor_model_parallel_size={tp}: msprobe's FSDP consistency compare joins the "
                        "training q/k/v and gate/up outputs, never inference TP shards, so each inference rank must "
-                       f"hold the whole model; set {ROLLOUT}.tensor_model_parallel_size=1",
+                       f"hold the whole model on verl {ctx.run.version}; set {ROLLOUT}.tensor_model_parallel_size=1, or "
+                       "run verl >= 0.9.0 (dumps pair rebuilds the shards)",
                        at=setting.span, related=related_of(setting))

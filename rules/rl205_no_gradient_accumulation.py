@@ -1,8 +1,8 @@
-"""RL205: consistency runs need no gradient accumulation.
+"""RL205: consistency runs on verl < 0.9.0 need no gradient accumulation.
 
 ## What it does
 
-Reports a consistency run whose training ranks accumulate gradients over more than one micro-batch
+Reports a consistency run on verl 0.7.x or 0.8.x whose training ranks accumulate gradients over more than one micro-batch
 (`ppo_mini_batch_size * rollout.n / ppo_micro_batch_size_per_gpu / DP > 1`), or whose micro batch is
 not set.
 
@@ -19,29 +19,37 @@ be set explicitly (null means dynamic or derived sizes).
 
 Set `ppo_micro_batch_size_per_gpu` explicitly so that each rank runs exactly one micro-batch per
 mini-batch.
+
+## Exceptions
+
+verl 0.7.x and 0.8.x only: their engine micro-batch has no nested `input_ids`, so the engine patch
+logs no rows and only a single-request micro-batch pairs. From verl 0.9.0 each micro-batch's rows
+are logged and `rlpatch dumps pair` pairs every request in it, at the script's own micro-batch size.
 """
 
 from __future__ import annotations
 
-from rlpatch.lint.checks import ints, pick, related_of
+from rlpatch.lint.checks import ints, pairs_by_rows, pick, related_of
 from rlpatch.lint.rule import Case, LintContext, LintRule
 from rlpatch.shell.api import ACTOR, ROLLOUT
 
 MICRO = f"{ACTOR}.ppo_micro_batch_size_per_gpu"
 _PY = "python3 -m verl.trainer.main_ppo trainer.n_gpus_per_node=8 \\\n"
-_C = {"mode": "consistency"}
+_C = {"mode": "consistency", "verl_version": "0.8.0"}  # verl 0.9.0+ pairs by rows: see Exceptions
 
 
 class NoGradientAccumulation(LintRule):
     code = "RL205"
     severity = "error"
     modes = frozenset({"consistency"})
-    summary = "no gradient accumulation: mini * rollout.n / micro / DP == 1"
+    summary = "verl < 0.9.0: no gradient accumulation, mini * rollout.n / micro / DP == 1"
 
     VALID = [
         Case(_PY + f"    {ACTOR}.ppo_mini_batch_size=16 {ROLLOUT}.n=2 {MICRO}=4\n", options=_C),
         Case(_PY + f"    model_engine=megatron {ACTOR}.megatron.tensor_model_parallel_size=4 \\\n"
              f"    {ACTOR}.ppo_mini_batch_size=8 {MICRO}=4\n", options=_C),
+        Case(_PY + f"    {ACTOR}.ppo_mini_batch_size=16 {ROLLOUT}.n=2 {MICRO}=2\n", options={"mode": "consistency"},
+             note="verl 0.9.1 (the default): each micro-batch's rows are logged, every request pairs"),
     ]
     INVALID = [
         Case(_PY + f"    {ACTOR}.ppo_mini_batch_size=16 {ROLLOUT}.n=2 {MICRO}=2\n", options=_C, expect=[(2, 135)]),
@@ -52,6 +60,8 @@ class NoGradientAccumulation(LintRule):
     ]
 
     def check(self, ctx: LintContext) -> None:
+        if pairs_by_rows(ctx):
+            return
         run = ctx.run
         micro = run.setting(MICRO)
         if ctx.unresolved(micro):

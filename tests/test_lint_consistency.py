@@ -9,6 +9,7 @@ import pytest
 
 from rlpatch.lint.engine import lint_path, select_rules
 from rlpatch.lint.rule import LintOptions
+from rlpatch.upstream.versions import Version
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "lint" / "consistency"
 A = "actor_rollout_ref.actor."
@@ -102,22 +103,55 @@ def _flip(workdir: Path, script: str, target: str, old: str, new: str) -> None:
     path.write_text(text.replace(old, new))
 
 
+def _flip_version(old: str) -> Version:
+    """The flips above are what verl 0.8.0 reports: there the pairing needs single-request micro-batches
+    and a full-model rollout replica (RL201/204/205/207). The skip switch is 0.9's key."""
+    return Version.parse("0.9.1" if "skip.rollout" in old else "0.8.0")
+
+
 @pytest.mark.parametrize("target,old,new,codes", COMMON_FLIPS + FSDP_FLIPS)
 def test_fsdp_flip(workdir: Path, target: str, old: str, new: str, codes: list[str]) -> None:
     _flip(workdir, "fsdp_vllm.sh", target, old, new)
-    assert lint_codes(workdir, "fsdp_vllm.sh") == codes
+    assert lint_codes(workdir, "fsdp_vllm.sh", verl_version=_flip_version(old)) == codes
 
 
 @pytest.mark.parametrize("target,old,new,codes", COMMON_FLIPS + MEGATRON_FLIPS)
 def test_megatron_flip(workdir: Path, target: str, old: str, new: str, codes: list[str]) -> None:
     _flip(workdir, "megatron_vllm.sh", target, old, new)
-    assert lint_codes(workdir, "megatron_vllm.sh") == codes
+    assert lint_codes(workdir, "megatron_vllm.sh", verl_version=_flip_version(old)) == codes
+
+
+# verl 0.9.1 (the default): the engine patch logs each micro-batch's rows, so the script's own rollout
+# TP, batch, micro-batches and dynamic batching pair request by request (issue 27); what still holds
+# is Ulysses SP off (no rows under SP), verl's own arithmetic and the Ray env.
+ROWS_FLIPS = [
+    ("fsdp_vllm.sh", f"{RO}tensor_model_parallel_size=1", f"{RO}tensor_model_parallel_size=4", []),
+    ("fsdp_vllm.sh", "data.train_batch_size=$BATCH", "data.train_batch_size=32", []),
+    ("fsdp_vllm.sh", f"{A}ppo_micro_batch_size_per_gpu=2", f"{A}ppo_micro_batch_size_per_gpu=1", []),
+    ("fsdp_vllm.sh", f"{A}ulysses_sequence_parallel_size=1", f"{A}ulysses_sequence_parallel_size=2", ["RL206"]),
+    ("fsdp_vllm.sh", f"{A}ppo_mini_batch_size=$BATCH", f"{A}ppo_mini_batch_size=12", ["RL403"]),
+    ("fsdp_vllm.sh", f"{A}use_dynamic_bsz=False", f"{A}use_dynamic_bsz=True", []),
+    ("fsdp_vllm.sh", "trainer.nnodes=1", "trainer.nnodes=2", ["RL212", "RL404"]),
+    ("megatron_vllm.sh", f"{A}ppo_micro_batch_size_per_gpu=8", f"{A}ppo_micro_batch_size_per_gpu=4", []),
+    ("megatron_vllm.sh", "model_engine=megatron", "trainer.project_name=x", ["RL404"]),
+]
+
+
+@pytest.mark.parametrize("script,old,new,codes", ROWS_FLIPS)
+def test_rows_flip_on_verl_09(workdir: Path, script: str, old: str, new: str, codes: list[str]) -> None:
+    _flip(workdir, script, "{s}", old, new)
+    assert lint_codes(workdir, script) == codes
+
+
+def test_two_mini_batches_with_the_update_dumped_on_verl_09(workdir: Path) -> None:
+    """The second mini-batch's update runs on weights the rollout never had: RL204 holds on 0.9.1 too."""
+    _flip(workdir, "fsdp_vllm.sh", "{s}", "data.train_batch_size=$BATCH", "data.train_batch_size=32")
+    _flip(workdir, "fsdp_vllm.sh", "{s}", "DUMP_PHASE=log_prob", "DUMP_PHASE=update_actor")
+    assert lint_codes(workdir, "fsdp_vllm.sh") == ["RL204"]
 
 
 def test_version_dependent_skip_key(workdir: Path) -> None:
     """On 0.8.x the skip switch is actor_rollout_ref.rollout.skip.enable (the 0.9 key is not read)."""
     _flip(workdir, "fsdp_vllm.sh", "{s}", "skip.rollout.enable=False", "actor_rollout_ref.rollout.skip.enable=True")
-    from rlpatch.upstream.versions import Version
-
     assert lint_codes(workdir, "fsdp_vllm.sh", verl_version=Version.parse("0.8.0")) == ["RL209"]
     assert lint_codes(workdir, "fsdp_vllm.sh") == []

@@ -118,7 +118,7 @@ def test_pyproject_selection_layers_like_ruff(tmp_path: Path, bare_python: str) 
     assert "RL002" not in codes("--python", bare_python, str(script))
     # the command line's --ignore adds to the table's ignore (it used to replace it)
     found = codes("--python", bare_python, "--ignore", "RL101", str(script))
-    assert "RL002" not in found and "RL101" not in found and "RL204" in found
+    assert "RL002" not in found and "RL101" not in found and "RL211" in found
     # a command-line --select starts over, as in ruff
     assert codes("--python", bare_python, "--select", "RL002", str(script)) == ["RL002"]
     assert "RL002" in codes("--no-config", "--python", bare_python, str(script))

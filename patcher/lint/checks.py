@@ -60,6 +60,29 @@ def _earlier_wanted(ctx: LintContext, setting: Setting, want: str) -> Override |
     return None
 
 
+# From verl 0.9.0 the engine's micro-batch holds nested (jagged) input_ids, from which the engine
+# patch logs where each request's tokens sit (update_actor_log.jsonl "rows"); the vLLM-Ascend dispatch
+# logger logs the runner's rows and TP group. `dumps pair` then pairs every request of packed steps
+# and micro-batches and rebuilds rollout TP shards against FSDP, so the batch chain and the FSDP
+# rollout TP no longer have to be 1. Before 0.9.0 the engine patch logs no rows: only single-request
+# micro-batches against single-request prefills of a full-model replica pair.
+PAIRS_BY_ROWS_FROM = "0.9.0"
+
+
+def pairs_by_rows(ctx: LintContext) -> bool:
+    """True when this run's verl pairs request by request through the logged rows (>= 0.9.0)."""
+    return not ctx.run.version < PAIRS_BY_ROWS_FROM
+
+
+def dumps_log_prob_only(ctx: LintContext) -> bool:
+    """True when the engine patch dumps only the log-prob pass (DUMP_PHASE unset, empty or log_prob),
+    which runs on the weights the rollout generated with, before any actor update."""
+    phase = ctx.run.env.get("DUMP_PHASE")
+    if phase is None:
+        return True
+    return phase.text is not None and phase.text.strip() in ("", "log_prob")
+
+
 def ints(ctx: LintContext, *keys: str) -> list[tuple[int, Setting]] | None:
     """Integer values of `keys`, or None (noted for RL002) when any is unknown or not an integer."""
     settings = [ctx.run.setting(key) for key in keys]
