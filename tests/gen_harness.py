@@ -105,8 +105,11 @@ def _v(text: str) -> tuple[int, ...]:
 
 def expected(mode: str, verl: str, *, rollout: str = "vllm", megatron: bool = False, per_node: int = 8,
              nodes: int = 1, rollout_tp: int = 2, sglang: str | None = None,
-             vllm_ascend: str | None = None) -> tuple[dict[str, str], dict[str, str]]:
-    """(overrides verl must receive, env vars the workers must see) for one case of the spec."""
+             vllm_ascend: str | None = None, minimal: bool = False) -> tuple[dict[str, str], dict[str, str]]:
+    """(overrides verl must receive, env vars the workers must see) for one case of the spec.
+
+    Consistency keeps the script's own rollout TP and batch on verl >= 0.9.0 (the rows pairing);
+    `minimal` (gen --minimal, and every verl before 0.9.0) is the smoke configuration: TP 1, batch 1."""
     overrides: dict[str, str] = {}
     env: dict[str, str] = {}
     if mode == "training":
@@ -121,18 +124,25 @@ def expected(mode: str, verl: str, *, rollout: str = "vllm", megatron: bool = Fa
     if mode == "consistency":
         world = per_node * nodes
         env.update({"DUMP_ON": "1", "PROMPTS_ONLY": "1", "DUMP_PHASE": "log_prob"})
+        minimal = minimal or _v(verl) < (0, 9, 0)
         for key in ("data.train_batch_size", f"{AR}.actor.ppo_mini_batch_size", f"{AR}.actor.ppo_micro_batch_size_per_gpu",
                     f"{AR}.ref.log_prob_micro_batch_size_per_gpu", f"{AR}.rollout.log_prob_micro_batch_size_per_gpu",
-                    f"{AR}.rollout.agent.num_workers", "trainer.total_training_steps", f"{AR}.rollout.max_num_seqs"):
-            overrides[key] = "1"
+                    f"{AR}.rollout.agent.num_workers", f"{AR}.rollout.max_num_seqs"):
+            if minimal:
+                overrides[key] = "1"
+        overrides["trainer.total_training_steps"] = "1"
         for key in (f"{AR}.actor.ppo_micro_batch_size", f"{AR}.ref.log_prob_micro_batch_size",
-                    f"{AR}.rollout.log_prob_micro_batch_size", "algorithm.rollout_correction.rollout_is",
-                    "algorithm.rollout_correction.rollout_rs", "algorithm.rollout_correction.rollout_rs_threshold"):
+                    f"{AR}.rollout.log_prob_micro_batch_size"):
+            if minimal:
+                overrides[key] = "null"
+        for key in ("algorithm.rollout_correction.rollout_is", "algorithm.rollout_correction.rollout_rs",
+                    "algorithm.rollout_correction.rollout_rs_threshold"):
             overrides[key] = "null"
         for key in (f"{AR}.actor.use_dynamic_bsz", f"{AR}.ref.log_prob_use_dynamic_bsz",
-                    f"{AR}.rollout.log_prob_use_dynamic_bsz", "trainer.balance_batch",
-                    "algorithm.rollout_correction.rollout_is_batch_normalize", f"{AR}.rollout.enable_prefix_caching"):
-            overrides[key] = "False"
+                    f"{AR}.rollout.log_prob_use_dynamic_bsz", "trainer.balance_batch", f"{AR}.rollout.enable_prefix_caching"):
+            if minimal:
+                overrides[key] = "False"
+        overrides["algorithm.rollout_correction.rollout_is_batch_normalize"] = "False"
         overrides[f"{AR}.model.use_remove_padding"] = "True"
         # bounded to what is compared: one prefill per request, no validation, no checkpoint
         overrides.update({"data.max_response_length": "1", "trainer.test_freq": "-1", "trainer.save_freq": "-1"})
@@ -147,10 +157,11 @@ def expected(mode: str, verl: str, *, rollout: str = "vllm", megatron: bool = Fa
             for role in ("actor", "ref"):
                 overrides[f"{AR}.{role}.ulysses_sequence_parallel_size"] = "1"
                 overrides[f"{AR}.{role}.fsdp_config.ulysses_sequence_parallel_size"] = "1"
-            # msprobe --consistent_check --backend fsdp never joins inference TP shards: TP = 1
-            overrides[f"{AR}.rollout.tensor_model_parallel_size"] = "1"
+            if minimal:  # single-request pairing: one full-model replica per card
+                overrides[f"{AR}.rollout.tensor_model_parallel_size"] = "1"
             overrides[f"{AR}.rollout.data_parallel_size"] = "1"
-        overrides[f"{AR}.rollout.n"] = str(dp)
+        if minimal:
+            overrides[f"{AR}.rollout.n"] = str(dp)
         if _v(verl) >= (0, 9, 0):
             overrides["skip.rollout.enable"] = "False"  # no trainer switch: the set covers v1 and v0
         elif _v(verl) >= (0, 8, 0):

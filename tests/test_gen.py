@@ -29,10 +29,12 @@ CASES = [
     ("fsdp_vllm_launch_array", "inference", "0.9.1", (), {}),
     ("fsdp_vllm_launch_array", "consistency", "0.9.1", (), {}),
     ("fsdp_vllm_launch_array", "consistency", "0.8.0", (), {}),
+    ("fsdp_vllm_launch_array", "consistency", "0.9.1", ("--minimal",), {"minimal": True}),
     ("megatron_vllm", "training", "0.9.1", (), {"megatron": True}),
     ("megatron_vllm", "inference", "0.8.0", (), {"megatron": True}),
     ("megatron_vllm", "consistency", "0.9.1", (), {"megatron": True, "rollout_tp": 4}),
     ("megatron_vllm", "consistency", "0.8.0", (), {"megatron": True, "rollout_tp": 4}),
+    ("megatron_vllm", "consistency", "0.9.1", ("--minimal",), {"megatron": True, "rollout_tp": 4, "minimal": True}),
     ("fsdp_sglang_multinode", "inference", "0.9.1", (), {"rollout": "sglang", "nodes": 2}),
     ("fsdp_sglang_multinode", "inference", "0.9.1", ("--sglang-version", "0.5.5"),
      {"rollout": "sglang", "nodes": 2, "sglang": "0.5.5"}),
@@ -128,7 +130,7 @@ def test_env_gives_a_value_the_script_computes(tmp_path: Path) -> None:
     result = _gen(folder, "nproc_cards", "consistency", root)
     assert result.exit_code == 2 and "--env NGPUS=" in result.stderr
     assert not list(folder.glob("nproc_cards.consistency-dump*"))
-    result = _gen(folder, "nproc_cards", "consistency", root, "--env", "NGPUS=4")
+    result = _gen(folder, "nproc_cards", "consistency", root, "--env", "NGPUS=4", "--minimal")
     assert written(result), result.stderr
     text = (folder / "nproc_cards.consistency-dump.sh").read_text()
     assert "actor_rollout_ref.rollout.tensor_model_parallel_size=1" in text and "actor_rollout_ref.rollout.n=4" in text
@@ -164,7 +166,7 @@ REFUSALS = [
     ("megatron_vllm", "training", "0.8.0", (), "needs verl >= 0.9.0"),
     ("fsdp_vllm_launch_array", "inference", "0.9.1", ("--vllm-ascend-version", "0.11.0"), "has no msprobe dump"),
     ("fsdp_vllm_launch_array", "consistency", "0.9.1", ("--vllm-ascend-version", "0.9.1"), "has no msprobe dump"),
-    ("fsdp_vllm_launch_array", "consistency", "0.9.1", ("--", "data.train_batch_size=3"), "3/1 = 1"),
+    ("fsdp_vllm_launch_array", "consistency", "0.9.1", ("--minimal", "--", "data.train_batch_size=3"), "3/1 = 1"),
     ("fsdp_sglang_multinode", "consistency", "0.9.1", (), "rolls out with 'sglang'"),
     ("no_launch", "inference", "0.9.1", (), "no verl entry point"),
     ("fsdp_vllm_launch_array", "training", "0.9.1", ("--stages", "critic_update"), "training mode dumps only"),

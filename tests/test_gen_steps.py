@@ -129,11 +129,11 @@ def test_dump_size_from_a_local_model_and_free_space(tmp_path: Path) -> None:
     script.write_text(HEAD + f"python3 -m verl.trainer.main_ppo {AR}.rollout.name=vllm {AR}.model.path={model} "
                       "trainer.device=npu trainer.n_gpus_per_node=2 data.max_prompt_length=511 "
                       "data.max_response_length=32768 \"$@\"\n")
-    result = run_cli("gen", "consistency", str(script), "--verl-root", str(stub_verl(tmp_path, "0.9.1")))
+    result = run_cli("gen", "consistency", str(script), "--verl-root", str(stub_verl(tmp_path, "0.9.1")), "--minimal")
     assert written(result), result.stdout + result.stderr
     # per token: 2 * (17*1024 + 2*2048 + 2*1024 + 5*3072) + 4*1024 + 151936 = 233856 elements; 512 tokens, 2 bytes
-    assert "about 228.4 MiB per dumped step per side: up to 512 tokens x 2 layers, hidden 1024" in result.stdout
-    assert "this run dumps 2 training steps and 2 inference prefills: about 913.5 MiB" in result.stdout
+    assert "about 228.4 MiB per request per side: up to 512 tokens x 2 layers, hidden 1024" in result.stdout
+    assert "this run dumps 2 request(s) on each side: about 913.5 MiB" in result.stdout
     assert "disk: " in result.stdout and "free at " in result.stdout
     final = run_with_stand_ins(tmp_path / "run.consistency-dump.sh", tmp_path)[0].final()
     assert final["data.max_response_length"] == "1" and final["trainer.test_freq"] == "-1"
@@ -153,11 +153,11 @@ def test_device_branches_ask_for_the_choosing_variable(tmp_path: Path) -> None:
     folder = copy_fixtures(tmp_path)
     root = stub_verl(tmp_path, "0.9.1")
     for fixture in ("device_if_branch", "device_case_branch"):
-        result = run_cli("gen", "consistency", str(folder / f"{fixture}.sh"), "--verl-root", str(root))
+        result = run_cli("gen", "consistency", str(folder / f"{fixture}.sh"), "--verl-root", str(root), "--minimal")
         assert result.exit_code == 2 and "--env DEVICE=VALUE" in result.stderr, result.stderr
         assert "n_trainer_devices=" not in result.stderr.split("give", 1)[1]
         result = run_cli("gen", "consistency", str(folder / f"{fixture}.sh"), "--verl-root", str(root),
-                         "--env", "DEVICE=npu")
+                         "--env", "DEVICE=npu", "--minimal")
         assert written(result), result.stdout + result.stderr
         new = folder / f"{fixture}.consistency-dump.sh"
         assert "# assumed: DEVICE=npu (--env)" in new.read_text()
@@ -170,7 +170,7 @@ def test_case_branch_npu_values(tmp_path: Path) -> None:
     """run_qwen3_8b_fsdp.sh's NPU branch: 32k responses, SP 4, 8 cards: bounded and SP 1 on every branch."""
     folder = copy_fixtures(tmp_path)
     result = run_cli("gen", "consistency", str(folder / "device_case_branch.sh"), "--verl-root",
-                     str(stub_verl(tmp_path, "0.9.1")), "--env", "DEVICE=npu", "--format", "json")
+                     str(stub_verl(tmp_path, "0.9.1")), "--env", "DEVICE=npu", "--format", "json", "--minimal")
     data = json.loads(result.stdout)
     by_key = {o["key"]: o for o in data["overrides"]}
     assert by_key["data.max_response_length"]["replaces"] == "32768" and by_key["data.max_response_length"]["value"] == "1"

@@ -96,8 +96,12 @@ def test_ray_job_submit_gets_the_runtime_env(tmp_path: Path) -> None:
 def test_paths_that_disagree_need_env(tmp_path: Path) -> None:
     body = ('if [ "$DEVICE" = npu ]; then CARDS=16; else CARDS=8; fi\n'
             f"python3 -m verl.trainer.main_ppo {AR}.rollout.name=vllm trainer.n_gpus_per_node=$CARDS\n")
-    code, _, _ = _gen(tmp_path, body, "consistency")
+    code, _, _ = _gen(tmp_path, body, "consistency", "--minimal")  # rollout.n = DP differs between the paths
     assert code == 2 and not list(tmp_path.glob("run.consistency-dump*"))
-    code, data, new = _gen(tmp_path, body, "consistency", "--env", "DEVICE=npu")
+    code, data, _ = _gen(tmp_path, body, "consistency")  # the script's own batch: one script serves both paths
+    assert code in (0, 1) and f"{AR}.rollout.n" not in {o["key"] for o in data["overrides"]}
+    for path in tmp_path.glob("run.consistency-dump*"):
+        path.unlink()
+    code, data, new = _gen(tmp_path, body, "consistency", "--env", "DEVICE=npu", "--minimal")
     assert code in (0, 1) and {o["key"]: o["value"] for o in data["overrides"]}[f"{AR}.rollout.n"] == "16"
     assert "# assumed: DEVICE=npu (--env)" in new.read_text()

@@ -131,6 +131,7 @@ ROWS_FLIPS = [
     ("fsdp_vllm.sh", f"{A}ulysses_sequence_parallel_size=1", f"{A}ulysses_sequence_parallel_size=2", ["RL206"]),
     ("fsdp_vllm.sh", f"{A}ppo_mini_batch_size=$BATCH", f"{A}ppo_mini_batch_size=12", ["RL403"]),
     ("fsdp_vllm.sh", f"{A}use_dynamic_bsz=False", f"{A}use_dynamic_bsz=True", []),
+    ("fsdp_vllm.sh", "trainer.balance_batch=False", "trainer.balance_batch=True", []),
     ("fsdp_vllm.sh", "trainer.nnodes=1", "trainer.nnodes=2", ["RL212", "RL404"]),
     ("megatron_vllm.sh", f"{A}ppo_micro_batch_size_per_gpu=8", f"{A}ppo_micro_batch_size_per_gpu=4", []),
     ("megatron_vllm.sh", "model_engine=megatron", "trainer.project_name=x", ["RL404"]),

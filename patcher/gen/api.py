@@ -61,6 +61,7 @@ class GenOptions:
     task: str | None = None
     env: tuple[str, ...] = ()
     force: bool = False
+    minimal: bool = False
     dry_run: bool = False
     extra: tuple[str, ...] = ()  # Hydra overrides given after `--`
 
@@ -161,6 +162,8 @@ class GenResult:
 
 
 def _check_input(options: GenOptions) -> None:
+    if options.minimal and options.mode != "consistency":
+        raise InputError("--minimal is for consistency mode (the smoke configuration: rollout TP 1, batch 1)")
     if sum(bool(x) for x in (options.verl_version, options.verl_root, options.python)) > 1:
         raise InputError("give at most one of --verl-version, --verl-root, --python")
     script = options.script
@@ -205,7 +208,8 @@ def generate_collection(options: GenOptions) -> GenResult:
     folder = os.path.dirname(os.path.abspath(new_path))
     request = Request(options.mode, dump_root(new_path, options.dump_root), names, item_list(options.stages),
                       number_list(options.steps, "--steps"), options.level, options.task, targets.verl,
-                      targets.sglang, targets.vllm_ascend, options.force)
+                      targets.sglang, targets.vllm_ascend, options.force,
+                      options.minimal)
     generated = generate(script, new_path, request, targets, given_env, extra, lint_options)
     files = {new_path: generated.text} | {os.path.join(folder, c.name): config_text(c.content)
                                           for c in generated.plan.configs}

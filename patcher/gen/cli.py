@@ -40,6 +40,8 @@ from rlpatch.lint import api as linter
 @click.option("--task", type=click.Choice(["statistics", "tensor"]),
               help="msprobe task (default: tensor in consistency mode, statistics otherwise).")
 @click.option("--env", "env", multiple=True, metavar="K=V", help="A value the script cannot know statically.")
+@click.option("--minimal", is_flag=True, help="consistency: the smoke configuration (rollout TP 1, one request per "
+              "prefill, batch 1) instead of the script's own rollout TP and batch.")
 @click.option("--force", is_flag=True, help="Overwrite existing files (and allow Megatron training mode on 0.8.0).")
 @click.option("--dry-run", is_flag=True, help="Print the diff and the configs; write nothing.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)

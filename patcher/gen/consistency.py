@@ -1,6 +1,14 @@
-"""consistency mode: rlpatch's training-engine patch plus the vLLM-Ascend
-inference dump, with one prompt, one mini-batch, no gradient accumulation and matching parallel
-layouts, so that every training rank's forward pairs with one inference prefill.
+"""consistency mode: rlpatch's training-engine patch plus the vLLM-Ascend inference dump.
+
+By default (verl >= 0.9.0) the script keeps its own rollout TP, batch sizes, micro-batches, `n`,
+`max_num_seqs`, prefix caching and dynamic batching: the engine patch logs where each request's
+tokens sit in every micro-batch, the dispatch logger where they sit in every packed step, and
+`rlpatch dumps pair` pairs request by request (rebuilding rollout TP shards against FSDP). What must
+still change changes with its reason: eager mode, Ulysses SP / Megatron CP off (no rows there), the
+Megatron TP alignment, the dumped phase and step, a response of one token (the prefill is what is
+compared). `--minimal` (and every verl before 0.9.0, whose engine micro-batch gives no rows) writes
+the smoke configuration instead: one prompt, one mini-batch, no gradient accumulation, rollout TP 1,
+so that every training rank's forward pairs with one single-request prefill.
 
 The arithmetic is checked before anything is written: an impossible combination (left by the
 user's own `-- overrides`, or a world size that no layout fits) is an error naming the numbers.
@@ -30,6 +38,7 @@ from rlpatch.shell.api import ACTOR, REF, ROLLOUT
 from rlpatch.upstream.api import Version
 
 CONSISTENCY_FROM = Version.parse("0.7.0")  # the first verl the consistency set patches (rlpatch rules)
+ROWS_FROM = Version.parse("0.9.0")  # nested input_ids in the engine micro-batch: the engine patch logs rows
 _ONE = "one prompt, one mini-batch, one micro-batch: each rank pairs with one request"
 
 
@@ -47,19 +56,40 @@ def plan_consistency(facts: Facts, request: Request, folder: str, extra: dict[st
                          "0.9.1, or inference mode (the rollout alone, no verl patch)")
     plan = Plan()
     check_device(facts, plan)
+    keep = _keeps_the_configuration(plan, request)
     megatron = facts.run.megatron
     world = facts.need_int("trainer.n_gpus_per_node") * facts.need_int("trainer.nnodes")
-    per_node = facts.need_int("trainer.n_gpus_per_node")
-    dp = _megatron_layout(plan, facts, world) if megatron else _fsdp_layout(plan, facts, per_node, world)
-    _batch_chain(plan, facts, dp)
-    _trainer_and_correction(plan, facts, request)
+    dp = _megatron_layout(plan, facts, world) if megatron else _fsdp_layout(plan, facts, world, keep)
+    if keep:
+        requests = _keep_batch(plan, facts, request)
+    else:
+        _batch_chain(plan, facts, dp)
+        requests = dp  # one prompt, n = DP responses
+    _trainer_and_correction(plan, facts, request, keep)
     _env_and_configs(plan, facts, request, folder)
     _extras_keep_layout(plan, extra)
-    _check_arithmetic(plan, extra, dp, world, megatron)
+    if keep:
+        _check_rollout_tp(plan, facts, extra, world, megatron)
+    else:
+        _check_arithmetic(plan, extra, dp, world, megatron)
     _bound(plan, facts)
-    plan.notes.extend(dump_size_notes(facts, request, dp, plan.assumptions))
+    plan.notes.extend(dump_size_notes(facts, request, requests, _rollout_tp(plan, facts, extra),
+                                      plan.assumptions))
     plan.apply = ApplyStep("consistency", ("verl", "vllm_ascend"))
     return plan
+
+
+def _keeps_the_configuration(plan: Plan, request: Request) -> bool:
+    """True when the script keeps its own rollout TP and batch (verl >= 0.9.0, not --minimal)."""
+    if request.minimal:
+        return False
+    if request.verl < ROWS_FROM:
+        plan.notes.append(f"verl {request.verl}: the engine micro-batch has no nested input_ids, so the engine patch "
+                          "logs no rows and only single-request micro-batches pair with single-request prefills: "
+                          f"written as --minimal (rollout TP 1, batch 1); verl >= {ROWS_FROM} keeps the script's own "
+                          "rollout TP and batch")
+        return False
+    return True
 
 
 def _bound(plan: Plan, facts: Facts) -> None:
@@ -75,11 +105,16 @@ def _bound(plan: Plan, facts: Facts) -> None:
              replaces=other_value(facts, "trainer.save_freq", "-1"))
 
 
-def _fsdp_layout(plan: Plan, facts: Facts, per_node: int, world: int) -> int:
+def _fsdp_layout(plan: Plan, facts: Facts, world: int, keep: bool) -> int:
     for role in (ACTOR, REF):
         for key in (f"{role}.ulysses_sequence_parallel_size", f"{role}.fsdp_config.ulysses_sequence_parallel_size"):
-            plan.add(key, "1", "Ulysses SP splits the prompt (both spellings: verl copies the old key only if > 1)",
+            plan.add(key, "1", "Ulysses SP gives each rank a slice of the packed tokens: the engine patch logs no "
+                     "rows under it (both spellings: verl copies the old key only if > 1)",
                      replaces=other_value(facts, key, "1"))
+    plan.add(f"{ROLLOUT}.data_parallel_size", "1", "rollout DP > 1 runs DP groups the dispatch log does not name",
+             replaces=other_value(facts, f"{ROLLOUT}.data_parallel_size", "1"))
+    if keep:  # rlpatch dumps pair rebuilds the rollout's TP shards against the FSDP ranks' full tensors
+        return world  # FSDP DP = world / SP, SP = 1
     # msprobe's `compare --consistent_check --backend fsdp` only concatenates the training side's
     # q/k/v and gate/up outputs into vLLM's fused qkv/gate_up (pt_compare.py, BACKEND_CAT_RULES); it
     # never joins inference TP shards. So every card is a full-model rollout replica (verl then runs
@@ -89,8 +124,6 @@ def _fsdp_layout(plan: Plan, facts: Facts, per_node: int, world: int) -> int:
              replaces=other_value(facts, f"{ROLLOUT}.tensor_model_parallel_size", "1"))
     plan.assumptions.append("FSDP: rollout tensor_model_parallel_size=1, so the whole model must fit one card "
                             "for inference (gen cannot know the memory)")
-    plan.add(f"{ROLLOUT}.data_parallel_size", "1", "rollout DP > 1 breaks the rank pairing",
-             replaces=other_value(facts, f"{ROLLOUT}.data_parallel_size", "1"))
     return world  # FSDP DP = world / SP, SP = 1
 
 
@@ -142,6 +175,32 @@ def _extras_keep_layout(plan: Plan, extra: dict[str, str]) -> None:
                              f"drop it or give {override.key}={override.value}")
 
 
+def _keep_batch(plan: Plan, facts: Facts, request: Request) -> int | None:
+    """The script's own batch chain stays; returns how many requests one step sends (None: unknown).
+
+    Every request of the step is dumped on both sides; only the phase matters here: the log-prob pass
+    runs on the rollout's weights before any update, an update_actor dump from the second mini-batch
+    on runs on weights the rollout never had (RL204)."""
+    if (request.stages or ["log_prob"])[0] != "log_prob":
+        batch = facts.value("data.train_batch_size")
+        if batch is not None:
+            plan.add(f"{ACTOR}.ppo_mini_batch_size", batch, "the update is dumped: one mini-batch, so that it runs "
+                     "on the weights the rollout generated with", replaces=other_value(facts, f"{ACTOR}.ppo_mini_batch_size", batch))
+    plan.add("actor_rollout_ref.model.use_remove_padding", "True", "the training forward runs packed, as the rollout "
+             "does (a padded forward runs other attention kernels)",
+             replaces=other_value(facts, "actor_rollout_ref.model.use_remove_padding", "True"))
+    batch, n = facts.value("data.train_batch_size"), facts.value(f"{ROLLOUT}.n")
+    tp = facts.value(f"{ROLLOUT}.tensor_model_parallel_size")
+    plan.notes.append(f"kept the script's rollout TP ({tp or '?'}), batch (data.train_batch_size {batch or '?'} x "
+                      f"rollout.n {n or '?'}), micro-batches and dynamic batching: the engine patch and the dispatch "
+                      "logger log each request's rows and `rlpatch dumps pair` pairs request by request; gen "
+                      "--minimal writes the smoke configuration (rollout TP 1, one request per prefill, batch 1)")
+    try:
+        return int(batch or "") * int(n or "")
+    except ValueError:
+        return None
+
+
 def _batch_chain(plan: Plan, facts: Facts, dp: int) -> None:
     for key in ("data.train_batch_size", f"{ACTOR}.ppo_mini_batch_size", f"{ACTOR}.ppo_micro_batch_size_per_gpu",
                 f"{REF}.log_prob_micro_batch_size_per_gpu", f"{ROLLOUT}.log_prob_micro_batch_size_per_gpu"):
@@ -162,10 +221,12 @@ def _batch_chain(plan: Plan, facts: Facts, dp: int) -> None:
     plan.add(f"{ROLLOUT}.enable_prefix_caching", "False", "a cached prefix skips part of the prefill")
 
 
-def _trainer_and_correction(plan: Plan, facts: Facts, request: Request) -> None:
+def _trainer_and_correction(plan: Plan, facts: Facts, request: Request, keep: bool) -> None:
+    if not keep:  # single-request pairing goes rank by rank; the rows pairing follows the request ids
+        plan.add("trainer.balance_batch", "False", "balancing reorders samples across ranks",
+                 replaces=other_value(facts, "trainer.balance_batch", "False"))
     for key, value, why in (
         ("trainer.val_before_train", "False", "validation calls generate and shifts the dumped steps"),
-        ("trainer.balance_batch", "False", "balancing reorders samples across ranks"),
         ("trainer.total_training_steps", "1", "one step is enough to compare"),
         ("algorithm.rollout_correction.rollout_is", "null", "rollout correction off"),
         ("algorithm.rollout_correction.rollout_rs", "null", "rollout correction off"),
@@ -216,6 +277,24 @@ def _env_and_configs(plan: Plan, facts: Facts, request: Request, folder: str) ->
     if (task, level) != ("tensor", "L0"):
         plan.notes.append(f"written: task {task}, level {level}; msprobe compare --consistent_check (26.2.0) fails on "
                           "level mix (\"Conflicting comparison data\") and compares L0; task tensor compares values")
+
+
+def _rollout_tp(plan: Plan, facts: Facts, extra: dict[str, str]) -> int | None:
+    """The rollout TP the run will have (the user's `-- overrides` win), None when unknown."""
+    key = f"{ROLLOUT}.tensor_model_parallel_size"
+    values = {o.key: o.value for o in plan.overrides} | extra
+    text = values.get(key, facts.value(key))
+    try:
+        return int((text or "").strip("'\""))
+    except ValueError:
+        return None
+
+
+def _check_rollout_tp(plan: Plan, facts: Facts, extra: dict[str, str], world: int, megatron: bool) -> None:
+    """The script's own batch is verl's to check; the rollout TP it keeps must fit the world."""
+    tp = _rollout_tp(plan, facts, extra)
+    if not megatron and tp is not None and (tp <= 0 or world % tp):
+        raise InputError(f"the world size ({world}) is not divisible by rollout tensor_model_parallel_size={tp}")
 
 
 def _check_arithmetic(plan: Plan, extra: dict[str, str], dp: int, world: int, megatron: bool) -> None:

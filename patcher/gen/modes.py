@@ -44,6 +44,7 @@ class Request:
     sglang: Version | None
     vllm_ascend: Version | None
     force: bool = False
+    minimal: bool = False  # consistency: the smoke configuration (rollout TP 1, batch 1) over the script's own
 
 
 def _list(items) -> str:

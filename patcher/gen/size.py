@@ -93,32 +93,44 @@ def nearest_existing(path: str) -> str:
     return path
 
 
-def dump_size_notes(facts: Facts, request, dp: int, assumptions: list[str]) -> list[str]:
-    """The notes gen prints before the run: size per dumped step, for the run, and free space."""
+def dump_size_notes(facts: Facts, request, requests: int | None, rollout_tp: int | None,
+                    assumptions: list[str]) -> list[str]:
+    """The notes gen prints before the run: size per dumped request, for the run, and free space.
+
+    `requests` is how many requests the dumped step sends (each dumped once per side; None when the
+    batch is unknown); the inference side counts `rollout_tp` times, as every TP rank holds the
+    all-reduced outputs (decoder layers, norms, o_proj and down_proj outputs) in full."""
     task, level = request.task or "tensor", request.level or "L0"
     tokens = facts.int_or("data.max_prompt_length", 512) + 1  # the prompt and the one generated token
-    steps = dp  # one micro-batch per training rank; one prefill per request (n = DP) on the inference side
     if task != "tensor":
         return [f"dump size: task {task} saves statistics only (a few hundred bytes per tensor), no tensor data"]
+    count = f"{requests} request(s)" if requests else "data.train_batch_size x rollout.n requests (not known statically)"
     path = facts.value(MODEL_PATH)
     config, source = model_config(path) if path or not facts.is_set(MODEL_PATH) else (None, unknown_path(facts))
     if config is None:
-        return [f"dump size: unknown: {source}; with task tensor each dumped step holds every module's inputs and "
-                f"outputs for up to {tokens} tokens ({steps} steps per side in this run)",
+        return [f"dump size: unknown: {source}; with task tensor each request dumps every module's inputs and "
+                f"outputs for up to {tokens} tokens on each side ({count} in this run)",
                 free_space_note(request.dump_root, None)]
     counted = per_token_elements(config)
     if counted is None:
         return [f"dump size: unknown: {source} lacks hidden_size/num_hidden_layers/heads/intermediate_size/vocab_size"]
     elements, figures = counted
     width, dtype = dtype_bytes(config)
-    per_step = elements * tokens * width
-    total = per_step * steps * 2
+    per_request = elements * tokens * width
+    tp = max(rollout_tp or 1, 1)
     more = "" if level == "L0" else f" (level {level} also dumps API calls: more than this)"
     assumptions.append(f"dump size estimated from {source} for prompts of up to {tokens} tokens")
-    notes = [f"dump size (estimate, task tensor, level L0, dense model): about {human(per_step)} per dumped step "
-             f"per side: up to {tokens} tokens x {figures}, {dtype}; this run dumps {steps} training steps and "
-             f"{steps} inference prefills: about {human(total)}{more}"]
+    head = (f"dump size (estimate, task tensor, level L0, dense model): about {human(per_request)} per request per "
+            f"side: up to {tokens} tokens x {figures}, {dtype}")
+    if not requests:
+        return [f"{head}; this run dumps {count}{more}", free_space_note(request.dump_root, None)]
+    total = per_request * requests * (1 + tp)
+    counted_tp = f", the inference side {tp}x (each TP rank holds the all-reduced outputs)" if tp > 1 else ""
+    notes = [f"{head}; this run dumps {count} on each side{counted_tp}: about {human(total)}{more}"]
     notes.append(free_space_note(request.dump_root, total))
+    if "NOT enough room" in notes[-1]:
+        notes.append("to dump less: fewer ranks (the msprobe configs' `rank`), fewer modules (`list`), shorter "
+                     "prompts (data.max_prompt_length), or gen --minimal (one request per training rank)")
     return notes
 
 
