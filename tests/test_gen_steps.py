@@ -243,3 +243,25 @@ def test_inference_mode_stops_after_the_last_dumped_step(tmp_path: Path) -> None
     assert written(run_cli("gen", "inference", str(folder / "megatron_vllm.sh"), "--verl-root", root, "--steps", "0,3"))
     final = run_with_stand_ins(folder / "megatron_vllm.inference-dump.sh", tmp_path)[0].final()
     assert final["trainer.total_training_steps"] == "4"
+
+
+def test_minimal_refuses_a_model_whose_weights_exceed_one_card(tmp_path: Path) -> None:
+    """Issue 27: TP 1 on an 80B MoE (figures of Qwen3-Next-80B-A3B's config.json) cannot start; the
+    script's own rollout TP (8) is written instead when --minimal is not asked."""
+    model = tmp_path / "Qwen3-Next-80B-A3B-Instruct"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({
+        "hidden_size": 2048, "num_hidden_layers": 48, "num_attention_heads": 16, "num_key_value_heads": 2,
+        "head_dim": 256, "intermediate_size": 5120, "num_experts": 512, "moe_intermediate_size": 512,
+        "shared_expert_intermediate_size": 512, "vocab_size": 151936, "torch_dtype": "bfloat16"}))
+    script = tmp_path / "run.sh"
+    script.write_text(HEAD + f"python3 -m verl.trainer.main_ppo {AR}.rollout.name=vllm {AR}.model.path={model} "
+                      f"trainer.device=npu trainer.n_gpus_per_node=16 {AR}.rollout.tensor_model_parallel_size=8 "
+                      f"data.train_batch_size=16 {AR}.actor.ppo_mini_batch_size=16 \"$@\"\n")
+    root = str(stub_verl(tmp_path, "0.9.1"))
+    result = run_cli("gen", "consistency", str(script), "--verl-root", root, "--minimal")
+    assert result.exit_code == 2 and "over one card's 64.0 GiB: drop --minimal" in result.stderr, result.stderr
+    assert "147.1 GiB (79.0 B parameters" in result.stderr and not list(tmp_path.glob("run.consistency-dump*"))
+    result = run_cli("gen", "consistency", str(script), "--verl-root", root)
+    assert written(result), result.stdout + result.stderr
+    assert "kept the script's rollout TP (8), batch (data.train_batch_size 16 x rollout.n 1)" in result.stdout

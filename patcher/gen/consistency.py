@@ -33,7 +33,7 @@ from rlpatch.gen.modes import (
     with_config,
 )
 from rlpatch.gen.plan import ApplyStep, Facts, Plan
-from rlpatch.gen.size import dump_size_notes
+from rlpatch.gen.size import dump_size_notes, refuse_replica_over_one_card
 from rlpatch.shell.api import ACTOR, REF, ROLLOUT
 from rlpatch.upstream.api import Version
 
@@ -59,6 +59,9 @@ def plan_consistency(facts: Facts, request: Request, folder: str, extra: dict[st
     keep = _keeps_the_configuration(plan, request)
     megatron = facts.run.megatron
     world = facts.need_int("trainer.n_gpus_per_node") * facts.need_int("trainer.nnodes")
+    if not keep and not megatron:  # a whole replica on each card
+        refuse_replica_over_one_card(facts, "drop --minimal (the script's own rollout TP and batch)" if request.minimal
+                                     else f"use verl >= {ROWS_FROM}, where the script keeps its rollout TP")
     dp = _megatron_layout(plan, facts, world) if megatron else _fsdp_layout(plan, facts, world, keep)
     if keep:
         requests = _keep_batch(plan, facts, request)

@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 
+from rlpatch.errors import InputError
 from rlpatch.gen.plan import Facts, variable_names
 
 MODEL_PATH = "actor_rollout_ref.model.path"
@@ -79,6 +80,44 @@ def per_token_elements(config: dict) -> tuple[int, str] | None:
     per_layer = 17 * hidden + 2 * q + 2 * kv + 5 * inter
     total = layers * per_layer + 4 * hidden + vocab
     return total, f"{layers} layers, hidden {hidden}, intermediate {inter}, vocab {vocab}"
+
+
+# One NPU device's memory: 64 GB on Atlas 800T A2 (910B) and per die on A3; a replica whose weights alone
+# are larger cannot start on one card, whatever the batch.
+CARD_BYTES = 64 * 1024**3
+
+
+def weight_elements(config: dict) -> int | None:
+    """The model's parameters from its config.json (dense or MoE layers, embeddings), None without them."""
+    try:
+        hidden, layers = int(config["hidden_size"]), int(config["num_hidden_layers"])
+        heads = int(config["num_attention_heads"])
+        kv_heads = int(config.get("num_key_value_heads") or heads)
+        head_dim = int(config.get("head_dim") or hidden // heads)
+        vocab = int(config["vocab_size"])
+        experts = int(config.get("num_experts") or config.get("n_routed_experts") or 0)
+        inter = int(config["moe_intermediate_size"] if experts else config["intermediate_size"])
+        shared = int(config.get("shared_expert_intermediate_size") or 0)
+    except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        return None
+    attention = 2 * hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim
+    mlp = 3 * hidden * inter * max(experts, 1) + 3 * hidden * shared
+    embeddings = vocab * hidden * (1 if config.get("tie_word_embeddings") else 2)
+    return layers * (attention + mlp) + embeddings
+
+
+def refuse_replica_over_one_card(facts: Facts, fix: str) -> None:
+    """Rollout TP 1 puts a whole replica on each card: refuse, with the numbers and `fix`, a model whose
+    weights alone are larger than one card (nothing written)."""
+    config, source = model_config(facts.value(MODEL_PATH))
+    elements = weight_elements(config) if config is not None else None
+    if elements is None or config is None:
+        return
+    width, dtype = dtype_bytes(config)
+    if elements * width > CARD_BYTES:
+        raise InputError(f"rollout TP 1 puts a whole model replica on each card, but the weights alone are about "
+                         f"{human(elements * width)} ({elements / 1e9:.1f} B parameters from {source}, {dtype}), over "
+                         f"one card's {human(CARD_BYTES)}: {fix}")
 
 
 def dtype_bytes(config: dict) -> tuple[int, str]:
