@@ -359,7 +359,8 @@ def _pair_request(train: Tree, infer: Tree, request_id: str, train_records: list
             result.problems.append(
                 f"request {request_id}: the rollout shards it over inference ranks {numbers} (TP > 1) while "
                 f"{backend} training holds full tensors: rank {numbers[0]} is compared shard against full tensor "
-                "(an FSDP consistency run needs rollout tensor_model_parallel_size=1)")
+                "(its logs have no rows, so no shard is rebuilt: the engine patch and dispatch logger of "
+                "verl >= 0.9.0 log them, or roll out with tensor_model_parallel_size=1)")
     else:
         tp = len(infer_ranks)
         by_position: dict[int, Record] = {}
