@@ -199,3 +199,15 @@ def test_refusal_in_a_real_vllm_ascend_tree_leaves_a_real_verl_tree_untouched(tm
     assert (snapshot(verl), snapshot(vllm_ascend)) == before
     # Without the refusing tree the same verl tree patches fine: the refusal alone blocked it.
     assert run_cli("apply", "--mode", "consistency", "--verl-root", str(verl)).exit_code == 0
+
+
+@pytest.mark.parametrize("version", VLLM_ASCEND_PATCHED)
+def test_rl608_is_silent_on_released_runners(tmp_path: Path, version: str) -> None:
+    """No released vLLM-Ascend runner hands scheduled_tokens to msprobe's start() (main does, after
+    vllm-ascend PR 13377): RL608 reads the runner, so a release with msprobe 26.1 is not reported."""
+    from rlpatch.rules.rl608_scheduled_tokens_needs_msprobe_26_2 import passes_scheduled_tokens
+
+    tree = _tree("vllm-ascend", version, tmp_path / "va")
+    runner = tree / VLLM_RUNNER
+    assert runner.is_file() and "debugger" in runner.read_text()  # the runner of a dumping release
+    assert not passes_scheduled_tokens(runner)
