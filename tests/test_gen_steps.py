@@ -149,6 +149,20 @@ def test_dump_size_unknown_for_a_hub_id(tmp_path: Path) -> None:
     assert "dump size: unknown: the model path Qwen/Qwen3-0.6B is not a folder on this machine" in result.stdout
 
 
+def test_dump_size_on_one_card_says_one_step(tmp_path: Path) -> None:
+    """Issue 28 item 5: a DP of 1 reads "1 step per side", "1 training step and 1 inference prefill"."""
+    model = _model(tmp_path)
+    for path, says in ((str(model), "this run dumps 1 training step and 1 inference prefill: about"),
+                       ("Qwen/Qwen3-0.6B", "(1 step per side in this run)")):
+        script = tmp_path / "run.sh"
+        script.write_text(HEAD + f"python3 -m verl.trainer.main_ppo {AR}.rollout.name=vllm {AR}.model.path={path} "
+                          "trainer.device=npu trainer.n_gpus_per_node=1 \"$@\"\n")
+        result = run_cli("gen", "consistency", str(script), "--verl-root", str(stub_verl(tmp_path, "0.9.1")),
+                         "--dry-run")
+        assert says in result.stdout, result.stdout + result.stderr
+        assert "1 steps" not in result.stdout and "1 training steps" not in result.stdout
+
+
 def test_device_branches_ask_for_the_choosing_variable(tmp_path: Path) -> None:
     folder = copy_fixtures(tmp_path)
     root = stub_verl(tmp_path, "0.9.1")

@@ -86,6 +86,11 @@ def dtype_bytes(config: dict) -> tuple[int, str]:
     return _BYTES.get(name, 2), name
 
 
+def counted(count: int, noun: str) -> str:
+    """`1 step`, `8 steps`: a DP of 1 is common on one card, and "1 steps" reads as a slip."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def nearest_existing(path: str) -> str:
     path = os.path.abspath(path)
     while not os.path.exists(path) and os.path.dirname(path) != path:
@@ -104,20 +109,20 @@ def dump_size_notes(facts: Facts, request, dp: int, assumptions: list[str]) -> l
     config, source = model_config(path) if path or not facts.is_set(MODEL_PATH) else (None, unknown_path(facts))
     if config is None:
         return [f"dump size: unknown: {source}; with task tensor each dumped step holds every module's inputs and "
-                f"outputs for up to {tokens} tokens ({steps} steps per side in this run)",
+                f"outputs for up to {tokens} tokens ({counted(steps, 'step')} per side in this run)",
                 free_space_note(request.dump_root, None)]
-    counted = per_token_elements(config)
-    if counted is None:
+    per_token = per_token_elements(config)
+    if per_token is None:
         return [f"dump size: unknown: {source} lacks hidden_size/num_hidden_layers/heads/intermediate_size/vocab_size"]
-    elements, figures = counted
+    elements, figures = per_token
     width, dtype = dtype_bytes(config)
     per_step = elements * tokens * width
     total = per_step * steps * 2
     more = "" if level == "L0" else f" (level {level} also dumps API calls: more than this)"
     assumptions.append(f"dump size estimated from {source} for prompts of up to {tokens} tokens")
     notes = [f"dump size (estimate, task tensor, level L0, dense model): about {human(per_step)} per dumped step "
-             f"per side: up to {tokens} tokens x {figures}, {dtype}; this run dumps {steps} training steps and "
-             f"{steps} inference prefills: about {human(total)}{more}"]
+             f"per side: up to {tokens} tokens x {figures}, {dtype}; this run dumps "
+             f"{counted(steps, 'training step')} and {counted(steps, 'inference prefill')}: about {human(total)}{more}"]
     notes.append(free_space_note(request.dump_root, total))
     return notes
 
