@@ -54,7 +54,7 @@ class SglangTooOldForDumpConfig(LintRule):
         self.check_native_key(ctx)
         env = ctx.run.sglang_dump_env()
         if env and not ctx.run.setting(versions_family.SGLANG_DUMP_KEY).is_set:
-            found = versions_family.installed(ctx.options, "sglang").version
+            found = versions_family.known_version(ctx.options, "sglang")
             if found is not None and found >= "0.5.11":
                 ctx.report(f"SGLang {found} dumps natively: {env[0].name} is read only by rlpatch's ModelRunner patch "
                            "for SGLang < 0.5.11, so nothing is dumped; pass "

@@ -325,6 +325,8 @@ def test_a_launcher_missing_here_is_a_fail_that_names_env(venv, only_python3):
     assert launcher["level"] == "FAIL" and "no uv" in launcher["message"] and "--env NAME=VALUE" in launcher["message"]
     assert payload["interpreter"]["argv"][:2] == ["uv", "-v"]  # the workers' launcher on the uv path
     assert payload["packages"] == {} and any(v["check"].startswith("lint") for v in payload["verdicts"])
+    assert payload["script"] == str(VERL_EXAMPLE)  # the mode line says the script configures no dump
+    assert "mode: none: " in doctor("--script", str(VERL_EXAMPLE)).stdout
 
 
 @pytest.mark.parametrize("env", ["VERL_USE_UV=0", "DEVICE=npu"])
@@ -382,3 +384,42 @@ def test_mode_line_when_the_script_configures_no_dump() -> None:
 
     assert _no_mode("run.sh") == "none: run.sh configures no msprobe dump (pass --mode for its checks)"
     assert "--script" in _no_mode(None)
+
+
+def _dist(name: str, version: str) -> dict[str, str]:
+    module = name.replace("-", "_")
+    return {f"{module}/__init__.py": "", f"{module}-{version}.dist-info/METADATA":
+            f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"}
+
+
+def test_an_npu_script_without_torch_npu_warns(venv, tmp_path):
+    """Issue 28 item 5: trainer.device=npu needs torch_npu in the target; the fix names torch's release."""
+    python = venv("nonpu", stand_in_msprobe(), STAND_IN_TORCH)
+    script = tmp_path / "run.sh"
+    for device, warned in (("npu", True), ("cuda", False)):
+        script.write_text(f"{python} -m verl.trainer.main_ppo trainer.device={device} trainer.nnodes=1\n")
+        payload = doctor_json("--script", str(script))[1]
+        found = [v for v in payload["verdicts"] if v["check"] == "torch-npu"]
+        assert bool(found) == warned, payload["verdicts"]
+    assert found == [] and payload["script"] == str(script)
+    script.write_text(f"{python} -m verl.trainer.main_ppo trainer.device=npu trainer.nnodes=1\n")
+    result = doctor("--script", str(script))
+    line = next(line for line in result.stdout.splitlines() if "torch-npu:" in line)
+    assert line.startswith(f"  WARN torch-npu: torch_npu is not installed for {python}, but the script sets "
+                           "trainer.device=npu"), line
+    assert f"{python} -m pip install 'torch_npu==2.13.0.*'" in line
+    python = venv("withnpu", stand_in_msprobe(), STAND_IN_TORCH, _dist("torch_npu", "2.13.0"))
+    script.write_text(f"{python} -m verl.trainer.main_ppo trainer.device=npu trainer.nnodes=1\n")
+    assert not [v for v in doctor_json("--script", str(script))[1]["verdicts"] if v["check"] == "torch-npu"]
+
+
+def test_vllm_ascend_without_vllm_warns(venv):
+    """Issue 28 item 5: vllm_ascend is a plugin vLLM loads: without vllm no vLLM rollout starts."""
+    python = venv("novllm", stand_in_msprobe(), STAND_IN_TORCH, _dist("vllm-ascend", "0.13.0rc1"))
+    code, payload = doctor_json("--python", str(python))
+    found = [v for v in payload["verdicts"] if v["check"] == "vllm"]
+    assert code == 0 and [v["level"] for v in found] == ["WARN"], payload["verdicts"]
+    assert "vLLM-Ascend 0.13.0rc1 is installed" in found[0]["message"]
+    assert f"{python} -m pip install vllm==0.13.0" in found[0]["message"]
+    python = venv("both", stand_in_msprobe(), STAND_IN_TORCH, _dist("vllm-ascend", "0.13.0"), _dist("vllm", "0.13.0"))
+    assert not [v for v in doctor_json("--python", str(python))[1]["verdicts"] if v["check"] == "vllm"]

@@ -283,3 +283,31 @@ def test_detect_names_the_runtime_env_a_multinode_run_carries(tmp_path) -> None:
                       "++ray_kwargs.ray_init.runtime_env.env_vars.DUMP_ON='\"1\"'\n")
     result = run_cli("detect", str(script))
     assert "the Ray runtime env carries DUMP_ON" in result.stdout and "NOT reach" not in result.stdout
+
+
+@pytest.mark.parametrize("fixture,mode,option,version,project", [
+    ("fsdp_vllm_launch_array", "inference", "--vllm-ascend-version", "0.23.0.post1", "vllm-ascend"),
+    ("fsdp_vllm_launch_array", "consistency", "--vllm-ascend-version", "0.23.0.post1", "vllm-ascend"),
+    ("fsdp_sglang_multinode", "inference", "--sglang-version", "0.5.11", "sglang"),
+])
+def test_gen_lints_with_the_versions_it_was_given(tmp_path, fixture, mode, option, version, project) -> None:
+    """Issue 28 item 5: gen's own lint knows the backend version gen was told (no RL002 "give --...-root")."""
+    folder = copy_fixtures(tmp_path)
+    result = _gen(folder, fixture, mode, stub_verl(tmp_path, "0.9.1"), option, version, "--format", "json")
+    assert written(result), result.stdout + result.stderr
+    notes = [f["message"] for f in json.loads(result.stdout)["findings"] if f["code"] == "RL002"]
+    assert notes and not [n for n in notes if f"the {project} version" in n], notes
+
+
+def test_gen_lint_judges_the_given_vllm_ascend_version(tmp_path) -> None:
+    """The told version is the one the version rules check: without it, RL603 was skipped."""
+    from rlpatch.lint import api as linter
+
+    script = tmp_path / "run.sh"
+    script.write_text("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm \\\n"
+                      "    +actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config.dump_config_path=d.json\n")
+    root = str(stub_verl(tmp_path, "0.9.1"))
+    codes = [f.code for f in linter.lint_file(str(script), linter.make_options(verl_root=root, vllm_ascend_version="0.12.0"))]
+    assert "RL603" in codes
+    codes = [f.code for f in linter.lint_file(str(script), linter.make_options(verl_root=root, vllm_ascend_version="0.13.0"))]
+    assert "RL603" not in codes

@@ -68,7 +68,7 @@ def test_fsdp_tp8_big_batch_keeps_the_users_tp_and_batch(tmp_path: Path) -> None
     shutil.copy(FIXTURES / "gen_shapes" / "fsdp_tp8_big_batch.sh", script)
     result = run_cli("gen", "consistency", str(script), "--verl-version", "0.9.1")
     assert result.exit_code in (0, 1), result.stdout + result.stderr
-    assert "256 request(s)" in result.stdout  # 16 prompts x n 16, every one dumped on each side
+    assert "256 requests" in result.stdout  # 16 prompts x n 16, every one dumped on each side
     new = tmp_path / "big.consistency-dump.sh"
     [call] = run_with_stand_ins(new, tmp_path)
     config = _compose("0.9.1", call.hydra_args)

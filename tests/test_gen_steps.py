@@ -133,7 +133,7 @@ def test_dump_size_from_a_local_model_and_free_space(tmp_path: Path) -> None:
     assert written(result), result.stdout + result.stderr
     # per token: 2 * (17*1024 + 2*2048 + 2*1024 + 5*3072) + 4*1024 + 151936 = 233856 elements; 512 tokens, 2 bytes
     assert "about 228.4 MiB per request per side: up to 512 tokens x 2 layers, hidden 1024" in result.stdout
-    assert "this run dumps 2 request(s) on each side: about 913.5 MiB" in result.stdout
+    assert "this run dumps 2 requests on each side: about 913.5 MiB" in result.stdout
     assert "disk: " in result.stdout and "free at " in result.stdout
     final = run_with_stand_ins(tmp_path / "run.consistency-dump.sh", tmp_path)[0].final()
     assert final["data.max_response_length"] == "1" and final["trainer.test_freq"] == "-1"
@@ -147,6 +147,20 @@ def test_dump_size_unknown_for_a_hub_id(tmp_path: Path) -> None:
     result = run_cli("gen", "consistency", str(folder / "megatron_vllm.sh"), "--verl-root",
                      str(stub_verl(tmp_path, "0.9.1")), "--dry-run")
     assert "dump size: unknown: the model path Qwen/Qwen3-0.6B is not a folder on this machine" in result.stdout
+
+
+def test_dump_size_on_one_card_says_one_step(tmp_path: Path) -> None:
+    """Issue 28 item 5: one card under --minimal (one request, n = DP = 1) reads "1 request", never "1 requests"."""
+    model = _model(tmp_path)
+    for path, says in ((str(model), "this run dumps 1 request on each side: about"),
+                       ("Qwen/Qwen3-0.6B", "(1 request in this run)")):
+        script = tmp_path / "run.sh"
+        script.write_text(HEAD + f"python3 -m verl.trainer.main_ppo {AR}.rollout.name=vllm {AR}.model.path={path} "
+                          "trainer.device=npu trainer.n_gpus_per_node=1 \"$@\"\n")
+        result = run_cli("gen", "consistency", str(script), "--verl-root", str(stub_verl(tmp_path, "0.9.1")),
+                         "--dry-run", "--minimal")
+        assert says in result.stdout, result.stdout + result.stderr
+        assert "1 requests" not in result.stdout
 
 
 def test_device_branches_ask_for_the_choosing_variable(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from rlpatch.doctor.target import ScriptFacts, absent_launcher, current_interpre
 from rlpatch.doctor.verdicts import (
     RunFacts,
     Verdict,
+    companion_verdicts,
     import_verdicts,
     lint_verdicts,
     msprobe_verdicts,
@@ -63,8 +64,10 @@ def run_facts(options: DoctorOptions, script: ScriptFacts | None) -> RunFacts:
     run = script.run
     legacy = run.setting("trainer.use_legacy_worker_impl")
     detected = run.mode if run.mode != "none" else None
+    device = run.setting("trainer.device")
     return RunFacts(mode=options.mode or detected, megatron=run.megatron,
-                    legacy_worker=legacy.value if legacy.is_set else None, rollout=run.rollout_backend, script=script.path)
+                    legacy_worker=legacy.value if legacy.is_set else None, rollout=run.rollout_backend, script=script.path,
+                    device=((device.value or "").strip().lower() or None) if device.is_set else None)
 
 
 def examine(options: DoctorOptions, script: ScriptFacts | None) -> dict[str, Any]:
@@ -85,6 +88,7 @@ def examine(options: DoctorOptions, script: ScriptFacts | None) -> dict[str, Any
     verdicts: list[Verdict] = msprobe_verdicts(packages, imported, target.display)
     verdicts += import_verdicts(packages, facts, target.display)
     verdicts += version_verdicts(packages, facts)
+    verdicts += companion_verdicts(packages, facts, target.display)
     verdicts += shadow_verdicts(packages)
     if from_script is not None:
         verdicts += driver_verdicts(from_script, found, deadline)
@@ -133,7 +137,7 @@ def unreachable(options: DoctorOptions, script: ScriptFacts, target: probe.Inter
     return {
         "interpreter": {"argv": list(target.argv), "chosen_by": target.chosen_by, "executable": None, "python": None,
                         "prefix": None, "cwd": target.cwd},
-        "mode": facts.mode, "packages": {}, "verdicts": [verdict.as_json() for verdict in verdicts], "trees": [],
+        "mode": facts.mode, "script": facts.script, "packages": {}, "verdicts": [verdict.as_json() for verdict in verdicts], "trees": [],
         "msprobe_import": {"ok": False, "cause": "launcher", "error": f"{absent}: not found", "missing": None},
         "lint": findings, "exit_code": EXIT_REFUSED,
     }

@@ -31,6 +31,7 @@ class RunFacts:
     legacy_worker: str | None = None  # trainer.use_legacy_worker_impl
     rollout: str | None = None
     script: str | None = None
+    device: str | None = None  # trainer.device, when the script sets it to a known value
 
 
 @dataclass
@@ -103,6 +104,36 @@ def version_verdicts(packages: dict[str, Any], run: RunFacts) -> list[Verdict]:
         found.append(Verdict(level, "vllm-ascend", "vLLM is installed but vLLM-Ascend is not: the vLLM dump key "
                              "(additional_config.dump_config_path) does nothing on community vLLM"))
     return found
+
+
+def companion_verdicts(packages: dict[str, Any], run: RunFacts, python: str) -> list[Verdict]:
+    """The packages the ones found need beside them: torch_npu for a `trainer.device=npu` script (torch
+    reaches the NPU only through it), vLLM beside vLLM-Ascend (a plugin that vLLM loads)."""
+    found: list[Verdict] = []
+
+    def located(name: str) -> bool:
+        return bool((packages.get(name) or {}).get("location"))
+
+    if run.device == "npu" and not located("torch_npu"):
+        torch = version_of(packages, "torch")
+        fix = (f"install the torch_npu built for torch {torch} ({python} -m pip install "
+               f"'torch_npu=={_release(torch)}.*')" if torch is not None and located("torch")
+               else f"install torch and the torch_npu built for it in {python}")
+        found.append(Verdict("WARN", "torch-npu", f"torch_npu is not installed for {python}, but the script sets "
+                             f"trainer.device=npu: torch cannot reach the NPU without it and verl fails at start; {fix}"))
+    if located("vllm-ascend") and not located("vllm"):
+        ascend = version_of(packages, "vllm-ascend")
+        pin = f"=={_release(ascend)}" if ascend is not None else ""
+        found.append(Verdict("WARN", "vllm", f"vLLM-Ascend {ascend or '?'} is installed for {python} but vLLM is not: "
+                             "vllm_ascend is a plugin that vLLM loads, so no vLLM rollout starts; install the vLLM "
+                             f"release it is built for ({python} -m pip install vllm{pin}: vLLM-Ascend's version "
+                             "numbers follow vLLM's)"))
+    return found
+
+
+def _release(version: Version) -> str:
+    """`2.5.1` of `2.5.1+cpu` or `0.11.0rc1`: the release the companion package is built for."""
+    return ".".join(str(part) for part in version.release)
 
 
 def patch_verdicts(packages: dict[str, Any], mode: str | None) -> tuple[list[Verdict], list[dict[str, Any]]]:

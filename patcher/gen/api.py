@@ -199,7 +199,8 @@ def generate_collection(options: GenOptions) -> GenResult:
     released = released_verl(options.verl_version, bool(options.verl_root or options.python))
     lint_options = linter.make_options(verl_version=released, verl_root=options.verl_root, python=options.python,
                                        env=given_env, sglang_root=options.sglang_root,
-                                       vllm_ascend_root=options.vllm_ascend_root)
+                                       vllm_ascend_root=options.vllm_ascend_root, sglang_version=options.sglang_version,
+                                       vllm_ascend_version=options.vllm_ascend_version)
     targets = resolve_targets(verl_version=options.verl_version, verl_root=options.verl_root, python=options.python,
                               sglang_version=options.sglang_version, vllm_ascend_version=options.vllm_ascend_version,
                               sglang_root=options.sglang_root, vllm_ascend_root=options.vllm_ascend_root,

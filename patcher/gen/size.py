@@ -125,6 +125,11 @@ def dtype_bytes(config: dict) -> tuple[int, str]:
     return _BYTES.get(name, 2), name
 
 
+def counted(count: int, noun: str) -> str:
+    """`1 step`, `8 steps`: a DP of 1 is common on one card, and "1 steps" reads as a slip."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def nearest_existing(path: str) -> str:
     path = os.path.abspath(path)
     while not os.path.exists(path) and os.path.dirname(path) != path:
@@ -143,17 +148,17 @@ def dump_size_notes(facts: Facts, request, requests: int | None, rollout_tp: int
     tokens = facts.int_or("data.max_prompt_length", 512) + 1  # the prompt and the one generated token
     if task != "tensor":
         return [f"dump size: task {task} saves statistics only (a few hundred bytes per tensor), no tensor data"]
-    count = f"{requests} request(s)" if requests else "data.train_batch_size x rollout.n requests (not known statically)"
+    count = counted(requests, "request") if requests else "data.train_batch_size x rollout.n requests (not known statically)"
     path = facts.value(MODEL_PATH)
     config, source = model_config(path) if path or not facts.is_set(MODEL_PATH) else (None, unknown_path(facts))
     if config is None:
         return [f"dump size: unknown: {source}; with task tensor each request dumps every module's inputs and "
                 f"outputs for up to {tokens} tokens on each side ({count} in this run)",
                 free_space_note(request.dump_root, None)]
-    counted = per_token_elements(config)
-    if counted is None:
+    per_token = per_token_elements(config)
+    if per_token is None:
         return [f"dump size: unknown: {source} lacks hidden_size/num_hidden_layers/heads/intermediate_size/vocab_size"]
-    elements, figures = counted
+    elements, figures = per_token
     width, dtype = dtype_bytes(config)
     per_request = elements * tokens * width
     tp = max(rollout_tp or 1, 1)

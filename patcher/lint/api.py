@@ -33,10 +33,15 @@ __all__ = [
 
 def make_options(*, verl_version: str | None = None, verl_root: str | None = None, python: str | None = None,
                  env: dict[str, str] | None = None, mode: str | None = None, args: Sequence[str] = (),
-                 sglang_root: str | None = None, vllm_ascend_root: str | None = None) -> LintOptions:
-    """Options exactly as `rlpatch lint` builds them from its command line (no [tool.rlpatch])."""
+                 sglang_root: str | None = None, vllm_ascend_root: str | None = None,
+                 sglang_version: str | None = None, vllm_ascend_version: str | None = None) -> LintOptions:
+    """Options exactly as `rlpatch lint` builds them from its command line (no [tool.rlpatch]).
+
+    `sglang_version` / `vllm_ascend_version` are the versions a caller was told (gen's
+    --sglang-version / --vllm-ascend-version): the version rules use them before any tree's."""
     cli: dict[str, Any] = dict(verl_version=verl_version, verl_root=verl_root, python=python, mode=mode,
-                               env=dict(env or {}), sglang_root=sglang_root, vllm_ascend_root=vllm_ascend_root)
+                               env=dict(env or {}), sglang_root=sglang_root, vllm_ascend_root=vllm_ascend_root,
+                               sglang_version=sglang_version, vllm_ascend_version=vllm_ascend_version)
     return build_options(cli, {}, list(args))
 
 

@@ -109,6 +109,8 @@ def build_options(cli: dict[str, Any], config: dict[str, Any], extra: list[str])
         raise InputError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     targets = {name: pick(name) for name in ("python", "sglang_root", "vllm_ascend_root")}
     targets["verl_version_given"] = str(version) if version and cli.get("verl_version") else None
+    for name, option in (("sglang_version", "--sglang-version"), ("vllm_ascend_version", "--vllm-ascend-version")):
+        targets[name] = _version(cli.get(name), option)  # told by the caller (gen): no tree needed for it
     if targets["verl_version_given"] and not verl_root:
         # Fetched before any file is read: a failed download is one error about the version, not N files
         # that "could not be linted".

@@ -1,6 +1,7 @@
 """RL6xx glue: the versions of the target environment and the patch state of its verl tree.
 
-Versions come from `rlpatch.upstream.envprobe` (metadata and version files, nothing imported): an explicit
+Versions come from what the caller was told (gen passes its --sglang-version / --vllm-ascend-version),
+else from `rlpatch.upstream.envprobe` (metadata and version files, nothing imported): an explicit
 root (`--verl-root`, `--sglang-root`, `--vllm-ascend-root`) first, then the interpreter that will
 run verl (`--python`, default: this one). mindstudio-probe is looked up beside SGLang or
 vLLM-Ascend when their root is a site-packages directory (one environment holds both). RL605
@@ -71,9 +72,19 @@ def target_given(options: LintOptions) -> bool:
                                                                          for p in ("sglang", "vllm-ascend")))
 
 
+GIVEN_VERSION = {"sglang": "sglang_version", "vllm-ascend": "vllm_ascend_version"}  # options.extra keys
+
+
+def known_version(options: LintOptions, project: str) -> Version | None:
+    """The version the caller was told (gen's --sglang-version / --vllm-ascend-version), else the
+    target tree's. A told version names no tree: `installed` (what RL605 verifies) ignores it."""
+    given = options.extra.get(GIVEN_VERSION.get(project, ""))
+    return given if isinstance(given, Version) else installed(options, project).version
+
+
 def version(ctx: LintContext, project: str, needed_for: Setting) -> Version | None:
     """The project's version; when unknown for a named target, noted as skipped (RL002) at `needed_for`."""
-    found = installed(ctx.options, project).version
+    found = known_version(ctx.options, project)
     if found is None and target_given(ctx.options):
         ctx.skipped.append(Skipped(ctx.rule.code, f"the {project} version (give --{ROOT_OPTION.get(project, 'python').replace('_', '-')} "
                                    "or --python)", needed_for.span))
