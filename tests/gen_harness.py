@@ -1,9 +1,12 @@
-"""Running a script `rlpatch gen` wrote, with stand-ins for python3/python/uv/ray, and the spec's tables.
+"""Running a script `rlpatch gen` wrote, with stand-ins for python3/python/uv/ray/torchrun, composing what
+verl receives with Hydra on a released verl's real config, and the spec's tables.
 
-The stand-ins are tiny bash scripts put first on PATH: each records its argv and environment to a
-file and exits 0, so the generated script really runs (bash expands everything: arrays, `"$@"`,
-`$(cd ... && pwd)`, `bash other.sh args`) and the test sees what verl would receive. `expected()`
-is the spec's tables (gen.md sections 3 to 5) written out independently of gen's own code.
+The stand-ins are tiny bash scripts put first on PATH (or, sealed, alone on it with a few plain
+shell tools): each records its argv and environment to a file and exits 0, so the generated script
+really runs (bash expands everything: arrays, `"$@"`, `$(cd ... && pwd)`, `bash other.sh args`) and
+the test sees what verl would receive. `compose_real()` composes it as the entry module's
+`@hydra.main` would. `expected()` is the spec's tables (gen.md sections 3 to 5) written out
+independently of gen's own code.
 """
 
 from __future__ import annotations
