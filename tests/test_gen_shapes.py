@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 from conftest import FIXTURES, run_cli
-from gen_harness import compose_real, run_with_stand_ins
+from gen_harness import compose_real as _compose
+from gen_harness import run_with_stand_ins
 
 pytestmark = pytest.mark.upstream
 AR = "actor_rollout_ref"
@@ -25,7 +26,7 @@ def test_megatron_lora_cp2_is_written_with_every_dimension_aligned(tmp_path: Pat
     assert result.exit_code in (0, 1), result.stdout + result.stderr
     new = tmp_path / "lora.consistency-dump.sh"
     [call] = run_with_stand_ins(new, tmp_path)
-    config = compose_real("0.9.1", call.hydra_args)
+    config = _compose("0.9.1", call.hydra_args)
     for role in ("actor", "ref"):
         megatron = OmegaConf.select(config, f"{AR}.{role}.megatron")
         assert (megatron.tensor_model_parallel_size, megatron.pipeline_model_parallel_size,
