@@ -1,13 +1,17 @@
-"""Running a script `rlpatch gen` wrote, with stand-ins for python3/python/uv/ray, and the spec's tables.
+"""Running a script `rlpatch gen` wrote, with stand-ins for python3/python/uv/ray/torchrun, composing what
+verl receives with Hydra on a released verl's real config, and the spec's tables.
 
-The stand-ins are tiny bash scripts put first on PATH: each records its argv and environment to a
-file and exits 0, so the generated script really runs (bash expands everything: arrays, `"$@"`,
-`$(cd ... && pwd)`, `bash other.sh args`) and the test sees what verl would receive. `expected()`
-is the spec's tables (gen.md sections 3 to 5) written out independently of gen's own code.
+The stand-ins are tiny bash scripts put first on PATH (or, sealed, alone on it with a few plain
+shell tools): each records its argv and environment to a file and exits 0, so the generated script
+really runs (bash expands everything: arrays, `"$@"`, `$(cd ... && pwd)`, `bash other.sh args`) and
+the test sees what verl would receive. `compose_real()` composes it as the entry module's
+`@hydra.main` would. `expected()` is the spec's tables (gen.md sections 3 to 5) written out
+independently of gen's own code.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import shutil
@@ -17,13 +21,22 @@ from pathlib import Path
 
 from conftest import FIXTURES
 
+from rlpatch.upstream.wheelcache import unpacked_tree
+
 GEN_FIXTURES = FIXTURES / "gen"
-STAND_INS = ("python3", "python", "uv", "ray")
+STAND_INS = ("python3", "python", "uv", "ray", "torchrun")
+# Needs nothing from PATH (a sealed PATH holds only the stand-ins and SEALED_TOOLS).
 _STAND_IN = """#!/bin/bash
-out="$RLPATCH_RECORD_DIR/$(basename "$0").$$.$RANDOM"
-{ printf '%s\\n' "$#"; printf '%s\\0' "$(basename "$0")" "$@"; env -0; } > "$out"
+out="$RLPATCH_RECORD_DIR/${0##*/}.$$.$RANDOM"
+{ printf '%s\\n' "$#"; printf '%s\\0' "${0##*/}" "$@"; /usr/bin/env -0; } > "$out"
 exit 0
 """
+# The only real programs on a sealed PATH: what the fixtures' shell plumbing calls, none of which can
+# start a job, install a package or reach a device.
+SEALED_TOOLS = ("bash", "basename", "cat", "date", "dirname", "mkdir", "tee")
+# Machine and device probes a launch script may call: present, printing the same thing on every host
+# (a run that reads the card count from `nproc` gets 2 whatever the test machine has).
+INERT_TOOLS = {"nvidia-smi": "", "npu-smi": "", "nproc": "2"}
 AR = "actor_rollout_ref"
 
 
@@ -34,6 +47,11 @@ class Received:
     program: str
     argv: list[str]
     env: dict[str, str]
+
+    @property
+    def entry(self) -> str:
+        """The module after `-m` (the verl entry that composes the config)."""
+        return self.argv[self.argv.index("-m") + 1]
 
     @property
     def hydra_args(self) -> list[str]:
@@ -59,22 +77,43 @@ def copy_fixtures(tmp: Path) -> Path:
     return folder
 
 
-def run_with_stand_ins(script: Path, tmp: Path, args: tuple[str, ...] = ()) -> list[Received]:
-    """Run `bash script args` with the stand-ins first on PATH; every call that starts a verl entry."""
+def run_with_stand_ins(script: Path, tmp: Path, args: tuple[str, ...] = (), *, sealed: bool = False,
+                       env: dict[str, str] | None = None) -> list[Received]:
+    """Run `bash script args` with the stand-ins first on PATH; every call that starts a verl entry.
+
+    sealed: PATH holds only the stand-ins, SEALED_TOOLS and INERT_TOOLS (nothing that can start a real
+    job), and the environment only PATH, HOME (a fresh folder) and `env`."""
     bin_dir, records, home = tmp / "bin", tmp / "records", tmp / "home"
     for folder in (bin_dir, records, home):
-        folder.mkdir(exist_ok=True)
+        folder.mkdir(parents=True, exist_ok=True)
     for name in STAND_INS:
         path = bin_dir / name
         path.write_text(_STAND_IN)
         path.chmod(0o755)
     for old in records.iterdir():
         old.unlink()
-    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "HOME": str(home), "RLPATCH_RECORD_DIR": str(records)}
-    result = subprocess.run(["bash", str(script), *args], cwd=script.parent, env=env, capture_output=True, text=True)
+    path_value = f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
+    if sealed:
+        _seal(bin_dir)
+        path_value = str(bin_dir)
+    run_env = {**(env or {}), "PATH": path_value, "HOME": str(home), "RLPATCH_RECORD_DIR": str(records)}
+    bash = shutil.which("bash") or "/bin/bash"
+    result = subprocess.run([bash, str(script), *args], cwd=script.parent, env=run_env, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-2000:]
     calls = [_parse(path.read_bytes()) for path in sorted(records.iterdir())]
     return [call for call in calls if "-m" in call.argv and call.argv.index("-m") + 1 < len(call.argv)]
+
+
+def _seal(bin_dir: Path) -> None:
+    for name in SEALED_TOOLS:
+        real = shutil.which(name)
+        link = bin_dir / name
+        if real is not None and not link.exists():
+            link.symlink_to(real)
+    for name, output in INERT_TOOLS.items():
+        path = bin_dir / name
+        path.write_text("#!/bin/bash\n" + (f"echo {output}\n" if output else "") + "exit 0\n")
+        path.chmod(0o755)
 
 
 def _parse(data: bytes) -> Received:
@@ -87,6 +126,52 @@ def _parse(data: bytes) -> Received:
         if eq:
             env[name] = value
     return Received(fields[0].decode(), argv, env)
+
+
+class EntryMissing(LookupError):
+    """The module a launch runs (`-m verl.x.y`) is not in this verl release."""
+
+
+def entry_config(version: str, entry: str) -> tuple[Path, str, str]:
+    """(module folder, config_path, config_name) of the `@hydra.main` in verl release `version`'s
+    module `entry`, read from the released wheel's source (what `python -m entry` composes)."""
+    module = unpacked_tree("verl", version) / (entry.replace(".", "/") + ".py")
+    if not module.is_file():
+        raise EntryMissing(f"verl {version} has no module {entry}")
+    for node in ast.walk(ast.parse(module.read_text())):
+        if isinstance(node, ast.Call) and ast.unparse(node.func) in ("hydra.main", "main"):
+            options = {k.arg: k.value.value for k in node.keywords if isinstance(k.value, ast.Constant)}
+            if "config_name" in options:
+                return module.parent, str(options.get("config_path", ".")), str(options["config_name"])
+    raise EntryMissing(f"verl {version}'s {entry} has no @hydra.main")
+
+
+def compose_real(version: str, hydra_args: list[str], entry: str = "verl.trainer.main_ppo"):
+    """Hydra's own compose of `python -m entry HYDRA_ARGS` on verl release `version`'s real config
+    tree (`--config-path`/`--config-name`, either spelling, as Hydra's command line reads them)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    folder, config_path, name = entry_config(version, entry)
+    overrides: list[str] = []
+    args = iter(hydra_args)
+    for arg in args:
+        option, eq, value = arg.partition("=")
+        if option in ("--config-name", "-cn", "--config-path", "-cp"):
+            value = value if eq else next(args, "")
+            if option in ("--config-name", "-cn"):
+                name = value
+            else:
+                config_path = value
+        elif not arg.startswith("-"):
+            overrides.append(arg)
+    config_dir = (folder / config_path).resolve()  # Hydra: relative to the module's folder
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(config_dir), version_base=None, job_name="rlpatch-test"):
+            return compose(config_name=name, overrides=overrides)
+    finally:
+        GlobalHydra.instance().clear()
 
 
 def stub_verl(tmp: Path, version: str) -> Path:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 from conftest import FIXTURES, run_cli
+from gen_harness import compose_real as _compose
 from gen_harness import run_with_stand_ins
-from test_gen_upstream import _compose
 
 pytestmark = pytest.mark.upstream
 AR = "actor_rollout_ref"

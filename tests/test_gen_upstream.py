@@ -11,32 +11,18 @@ from pathlib import Path
 
 import pytest
 from conftest import run_cli
-from gen_harness import GEN_FIXTURES, check_received, copy_fixtures, expected, run_with_stand_ins, written
+from gen_harness import (
+    GEN_FIXTURES,
+    check_received,
+    compose_real,
+    copy_fixtures,
+    expected,
+    run_with_stand_ins,
+    written,
+)
 from test_gen import CASES
 
-from rlpatch.upstream.wheelcache import unpacked_tree
-
 pytestmark = pytest.mark.upstream
-
-
-def _compose(version: str, args: list[str]):
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
-    config_dir = unpacked_tree("verl", version) / "verl" / "trainer" / "config"
-    name = "ppo_trainer"
-    overrides = []
-    for arg in args:
-        if arg.startswith("--config-name"):
-            name = arg.partition("=")[2]
-        elif not arg.startswith("-"):
-            overrides.append(arg)
-    GlobalHydra.instance().clear()
-    try:
-        with initialize_config_dir(config_dir=str(config_dir), version_base=None, job_name="rlpatch-test"):
-            return compose(config_name=name, overrides=overrides)
-    finally:
-        GlobalHydra.instance().clear()
 
 
 def _plain(value) -> str:
@@ -63,7 +49,7 @@ def test_received_overrides_compose_on_the_real_config(tmp_path: Path, fixture, 
     want, want_env = expected(mode, verl, **shape)
     for call in calls:
         assert check_received(call, want, want_env, folder.resolve()) == []
-        config = _compose(verl, call.hydra_args)
+        config = compose_real(verl, call.hydra_args)
         for key, value in want.items():
             composed = OmegaConf.select(config, key, throw_on_missing=False)
             assert value == "<config>" and composed == call.final()[key] or _plain(composed) == value, key
