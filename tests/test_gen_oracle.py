@@ -59,13 +59,9 @@ def _fixtures() -> list[tuple[str, str]]:
 
 CASES = [(folder, stem, mode, verl) for folder, stem in _fixtures() for mode in MODES for verl in VERSIONS]
 # Real gen bugs this oracle found on main, each strict (fixed in gen => the xfail fails, drop it here).
-_NGPUS = ("gen asks `give --env NGPUS=VALUE` for a variable the script assigns unconditionally (NGPUS=$(nproc)): "
-          "the export gen writes is overwritten, the run has another world size than gen's arithmetic "
-          "(issue 28.1: what gen checks must be what runs)")
-KNOWN_BUGS: dict[tuple[str, str, str], str] = {
-    ("nproc_cards", "consistency", "0.8.0"): _NGPUS,
-    ("nproc_cards", "consistency", "0.9.1"): _NGPUS,
-}
+# (nproc_cards consistency, `NGPUS=$(nproc)` recomputed after gen's export, was one: gen now writes
+# trainer.n_gpus_per_node itself.)
+KNOWN_BUGS: dict[tuple[str, str, str], str] = {}
 
 
 def _params() -> list[Any]:
@@ -126,7 +122,7 @@ def test_generated_script_composes_and_keeps_the_alignment(tmp_path: Path, folde
         if config is None:
             problems.append(_compose_error(verl, call))
             continue
-        problems += _answers_hold(call, generated.answers)
+        problems += _answers_hold(call, config, generated.answers, new.read_text())
         problems += _check(mode, config, call, originals, (scripts / f"{stem}.{mode}-dumps").resolve())
     assert problems == [], "\n".join(problems)
 
@@ -183,10 +179,22 @@ def _check(mode: str, config, call: Received, originals: list[Received], dump_ro
     return problems
 
 
-def _answers_hold(call: Received, answers: dict[str, str]) -> list[str]:
-    """What gen checked is what runs: each `--env` value its arithmetic used is the one the launch sees."""
-    return [f"gen relied on --env {name}={value}; the launch sees {name}={call.env.get(name)!r}"
-            for name, value in answers.items() if call.env.get(name) != value]
+# gen's override for a key whose --env value the script would recompute (`NGPUS=$(nproc)` after the export)
+PINNED = re.compile(r"^\s*([\w.]+)=(\S+)\s+# the script sets (\w+)=", re.M)
+
+
+def _answers_hold(call: Received, config, answers: dict[str, str], new_text: str) -> list[str]:
+    """What gen checked is what runs: each `--env` value its arithmetic used is the one the launch sees,
+    or, for a variable the script computes itself, gen wrote the keys it gives and the composed config
+    has gen's values."""
+    problems, pinned = [], set()
+    for key, value, name in PINNED.findall(new_text):
+        pinned.add(name)
+        if str(_select(config, key)) != value:
+            problems.append(f"gen pinned {key}={value} for --env {name}; the composed config has {_select(config, key)!r}")
+    problems += [f"gen relied on --env {name}={value}; the launch sees {name}={call.env.get(name)!r}"
+                 for name, value in answers.items() if name not in pinned and call.env.get(name) != value]
+    return problems
 
 
 def _bounded(config) -> list[str]:

@@ -48,10 +48,24 @@ class Generated:
 def _plan_for(run: Run, request: Request, env: dict[str, str], folder: str, extra: dict[str, str]) -> Plan:
     facts = Facts(run, env)
     if request.mode == "training":
-        return plan_training(facts, request, folder)
-    if request.mode == "inference":
-        return plan_inference(facts, request, folder)
-    return plan_consistency(facts, request, folder, extra)
+        plan = plan_training(facts, request, folder)
+    elif request.mode == "inference":
+        plan = plan_inference(facts, request, folder)
+    else:
+        plan = plan_consistency(facts, request, folder, extra)
+    _pin_recomputed(plan, facts)
+    return plan
+
+
+def _pin_recomputed(plan: Plan, facts: Facts) -> None:
+    """What gen checks is what runs: a value gen took from `--env NAME=V` for a variable the script
+    computes itself (`NGPUS=$(nproc)`) would be recomputed after the new script's `export NAME=V`,
+    so the key is written as an override with that value."""
+    written = {o.key for o in plan.overrides}
+    for key, (value, name, desc) in facts.recomputed.items():
+        if key not in written:
+            plan.add(key, value, f"the script sets {name}={desc} at run time, after the export of --env {name}: "
+                     "the value gen's checks used, written so that the run has it")
 
 
 def _need_message(need: NeedValue, env: dict[str, str]) -> str:

@@ -102,6 +102,9 @@ class Facts:
     def __init__(self, run: Run, env: dict[str, str]) -> None:
         self.run = run
         self.env = env
+        # key -> (value, variable, what the script assigns it): values gen took from --env for a variable
+        # the script itself computes (`NGPUS=$(nproc)`), which the new script's `export` cannot reach
+        self.recomputed: dict[str, tuple[str, str, str]] = {}
 
     # ---- values ---------------------------------------------------------------------------------
     def setting(self, key: str) -> Setting:
@@ -166,6 +169,7 @@ class Facts:
         if override is None or not self.env:
             return None
         parts = []
+        computed: list[tuple[str, str]] = []
         for piece in override.arg.word:
             if piece.text is not None:
                 parts.append(piece.text)
@@ -174,9 +178,16 @@ class Facts:
             if not names:
                 return None
             parts.append(self.env[names[0]])
+            if piece.desc.lstrip().startswith(("$(", "`")):  # a command substitution the script runs
+                computed.append((names[0], piece.desc.strip()))
         text = "".join(parts)
         head = f"{override.prefix}{override.key}="
-        return unquote(text[len(head):]) if text.startswith(head) else None
+        if not text.startswith(head):
+            return None
+        value = unquote(text[len(head):])
+        if computed:
+            self.recomputed[override.key] = (value, *computed[0])
+        return value
 
     def _names(self, setting: Setting) -> list[str]:
         names: list[str] = []
