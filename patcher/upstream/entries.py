@@ -41,7 +41,8 @@ RELEASED_OWN_TRAINERS: dict[tuple[str, str], str] = {("0.8.0", "verl.trainer.mai
 # The trainers of rlpatch.upstream.trainers, by the class an entry module constructs.
 _KNOWN_CLASSES = {"RayPPOTrainer": "v0", "FullyAsyncTrainer": "fully-async"}
 _TRAINER_PACKAGE = "verl.trainer."
-_SCRIPT_RE = re.compile(r"(?:^|/)(verl/(?:[A-Za-z_]\w*/)*[A-Za-z_]\w*)\.py$")
+# the last `verl/` of the path: a checkout's package is `<checkout>/verl/verl/...`
+_SCRIPT_RE = re.compile(r"(?:^|.*/)(verl/(?:[A-Za-z_]\w*/)*[A-Za-z_]\w*)\.py$")
 
 
 class EntryCheck(NamedTuple):
@@ -68,7 +69,7 @@ class EntryCheck(NamedTuple):
 def entry_module(entry: str) -> str | None:
     """The dotted verl module of an entry (`verl.trainer.main_ppo` or a path `.../verl/trainer/main_ppo.py`)."""
     if entry.endswith(".py"):
-        found = _SCRIPT_RE.search(entry)
+        found = _SCRIPT_RE.match(entry)
         return found.group(1).replace("/", ".") if found else None
     return entry if entry.startswith("verl.") else None
 
