@@ -194,11 +194,11 @@ def _backend_versions(targets: Targets) -> str:
 def generate(script: str, new_path: str, request: Request, targets: Targets, env: dict[str, str],
              extra: list[str], lint_options) -> Generated:
     original = script_runs(script, request.verl, env=env, verl_root=lint_options.verl_root)
-    if not targets.verl_assumed:
-        refuse_entry(script, original.runs, request.mode)
     source, evaluation, parsed = original.source, original.evaluation, original.evaluation.parsed
     if place.written_by_gen(parsed):
         raise InputError(f"{script} was written by rlpatch gen: run gen on the original training script")
+    if not targets.verl_assumed:
+        refuse_entry(script, original.runs, request.mode)
     options = Options(env=dict(env))  # the same start, for evaluating the edited text
     folder = os.path.dirname(os.path.abspath(new_path))
     extra_values = {o.key: o.value for o in (_extra_override(text) for text in extra) if o is not None}
