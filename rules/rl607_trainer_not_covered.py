@@ -18,6 +18,10 @@ set covers it comes from `rlpatch verify --format json --mode consistency` on th
 (the set covers every trainer on 0.7.0 to 0.9.1), or, where rlpatch cannot patch the selected
 trainer (its anchors drifted), select one the set covers (`trainer.use_v1=False` for `RayPPOTrainer`).
 On verl 0.7.x the legacy workers (`trainer.use_legacy_worker_impl`) are RL606's.
+Which trainer runs is read from the entry module in the target tree (or, with only a version, from
+what that release ships): verl 0.8.0's `verl.trainer.main_ppo_sync` defines and starts a
+`PPOTrainer` of its own, which no rlpatch rule patches, so no patched set covers it (launch
+`verl.trainer.main_ppo` instead). An entry module the target verl does not have is RL004's.
 
 ## Use instead
 
@@ -30,8 +34,10 @@ from __future__ import annotations
 from rlpatch import testing
 from rlpatch.lint import versions_family
 from rlpatch.lint.rule import Case, LintContext, LintRule
+from rlpatch.shell.api import OWN_TRAINER
 
 _ROOT = testing.case_root("verl_trainers")  # 0.9.1: RayPPOTrainer covered, the v1 trainer not
+_SYNC_ROOT = testing.case_root("verl_sync_trainer")  # 0.8.0 with main_ppo_sync and its own PPOTrainer
 _RUN = (
     "export DUMP_ON=1 PROMPTS_ONLY=1\n"
     "python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm \\\n"
@@ -52,6 +58,8 @@ class TrainerNotCovered(LintRule):
     )
     INVALID = (
         Case(_RUN.format(extra=""), options={"verl_root": _ROOT}, expect=[(2, 12)], note="the 0.9 default: v1"),
+        Case(_RUN.format(extra="").replace("main_ppo ", "main_ppo_sync "), options={"verl_root": _SYNC_ROOT},
+             expect=[(2, 12)], note="0.8.0's main_ppo_sync starts a PPOTrainer of its own"),
         Case(_RUN.format(extra=" \\\n    trainer.use_v1=True"), options={"verl_root": _ROOT}, expect=[(4, 20)]),
     )
 
@@ -60,6 +68,13 @@ class TrainerNotCovered(LintRule):
         if trainer is None:
             if setting is not None:
                 ctx.unresolved(setting)
+            return
+        if trainer == OWN_TRAINER:  # no rule names it: whatever the tree's state, nothing patches it
+            entry = ctx.run.entry_check()
+            ctx.report(f"consistency run on {entry.own_trainer} of {entry.file} (read from {entry.against}), a "
+                       "trainer no rlpatch rule patches: the training dump will not pair with the inference prefill; "
+                       "launch verl.trainer.main_ppo instead (its trainers are the ones rlpatch apply --mode "
+                       "consistency covers)", at=ctx.run.entry_span)
             return
         if not versions_family.target_given(ctx.options) and not versions_family.installed(ctx.options, "verl").found:
             return  # no verl tree to verify

@@ -21,6 +21,7 @@ from rlpatch.gen.modes import RUNTIME_ENV_VARS, Request, plan_inference, plan_tr
 from rlpatch.gen.plan import Facts, NeedValue, Plan, Planned, Targets, branch_choosers
 from rlpatch.lint import api as linter
 from rlpatch.shell.api import (
+    OWN_TRAINER,
     Arg,
     Options,
     Piece,
@@ -206,10 +207,12 @@ def _backend_versions(targets: Targets) -> str:
 
 def generate(script: str, new_path: str, request: Request, targets: Targets, env: dict[str, str],
              extra: list[str], lint_options) -> Generated:
-    original = script_runs(script, request.verl, env=env)
+    original = script_runs(script, request.verl, env=env, verl_root=lint_options.verl_root)
     source, evaluation, parsed = original.source, original.evaluation, original.evaluation.parsed
     if place.written_by_gen(parsed):
         raise InputError(f"{script} was written by rlpatch gen: run gen on the original training script")
+    if not targets.verl_assumed:
+        refuse_entry(script, original.runs, request.mode)
     options = Options(env=dict(env))  # the same start, for evaluating the edited text
     folder = os.path.dirname(os.path.abspath(new_path))
     extra_values = {o.key: o.value for o in (_extra_override(text) for text in extra) if o is not None}
@@ -224,6 +227,21 @@ def generate(script: str, new_path: str, request: Request, targets: Targets, env
     text = place.apply(source.text, insertions)
     _prove(new_path, text, plan, extra, options)
     return Generated(text, plan, run, notes)
+
+
+def refuse_entry(script: str, runs: list[Run], mode: str) -> None:
+    """What the named verl's entry module rules out, gen refuses (nothing written): a module it does
+    not have fails at start-up (lint's RL004); in consistency mode, a trainer class the module defines
+    itself is one no rlpatch rule patches (lint's RL607), and `rlpatch apply` cannot change that."""
+    for run in runs:
+        entry, where = run.entry_check(), f"{script}:{run.entry_span.line}"
+        if entry.exists is False:
+            raise InputError(f"{where}: entry module {entry.missing_text()} (nothing written)")
+        if mode == "consistency" and run.trainer()[0] == OWN_TRAINER:
+            raise InputError(f"{where}: {entry.module} starts its own {entry.own_trainer} ({entry.file}, read from "
+                             f"{entry.against}), which no rlpatch rule patches, so no consistency dump can pair: "
+                             "launch verl.trainer.main_ppo instead, or use gen training or gen inference "
+                             "(nothing written)")
 
 
 def _env_prefixes(source: SourceFile, evaluation, plan: Plan, notes: list[str]) -> list[place.Insertion]:

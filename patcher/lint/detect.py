@@ -8,6 +8,7 @@ from rlpatch.errors import InputError
 from rlpatch.lint.engine import lint_path
 from rlpatch.lint.rule import LintOptions
 from rlpatch.output.api import shown
+from rlpatch.shell.api import OWN_TRAINER
 from rlpatch.upstream.api import TRAINERS
 
 
@@ -36,7 +37,11 @@ def describe_file(path: str, options: LintOptions, stdin: bytes | None) -> dict 
     return first
 
 
-def _trainer_label(trainer: str | None) -> str:
+def _trainer_label(trainer: str | None, entry_exists: bool | None) -> str:
+    if entry_exists is False:
+        return "none"
+    if trainer == OWN_TRAINER:
+        return f"the entry module's own trainer [{trainer}]"
     return f"{TRAINERS[trainer].label} [{trainer}]" if trainer in TRAINERS else "unknown"
 
 
@@ -48,7 +53,7 @@ def render_text(obj: dict) -> str:
         f"  mode:            {obj['mode']} ({obj['mode_reason']})",
         f"  rollout backend: {obj['rollout_backend'] or 'not set'}",
         f"  train backend:   {obj['train_backend']} ({obj['train_backend_reason']})",
-        f"  trainer:         {_trainer_label(obj.get('trainer'))} ({obj.get('trainer_reason', '')})",
+        f"  trainer:         {_trainer_label(obj.get('trainer'), obj.get('entry_exists'))} ({obj.get('trainer_reason', '')})",
         f"  world size:      {obj['world_size'] if obj['world_size'] is not None else 'unknown'}",
         f"  verl version:    {obj['verl_version']}",
         "  sizes:",

@@ -136,7 +136,8 @@ def read_version(verl_root: str) -> Version | None:
 
 def lint_source(source: SourceFile, options: LintOptions, rules: Rules) -> FileResult:
     """Lint one script already read; raises InputError for an unreadable script."""
-    evaluation, runs = script_runs(source, options.verl_version, env=options.env, args=options.args, mode=options.mode)
+    evaluation, runs = script_runs(source, options.verl_version, env=options.env, args=options.args, mode=options.mode,
+                                   verl_root=options.verl_root)
     parsed = evaluation.parsed
     if isinstance(rules, RuleSet):
         rules = rules.for_modes(frozenset(run.mode for run in runs))

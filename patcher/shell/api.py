@@ -2,7 +2,7 @@
 
 Reading a script and modelling its runs:
 
-- `script_runs(script, version, env=, args=, mode=)`: a launch script (a path, read bounded, or a
+- `script_runs(script, version, env=, args=, mode=, verl_root=)`: a launch script (a path, read bounded, or a
   `SourceFile` already read) evaluated over all its paths, with one `Run` per verl launch
   (`ScriptRuns`: the evaluation, with its source, parse tree and launches, and the runs).
 - `SourceFile`, `Span`, `read_regular`, `read_stream`, `MAX_SCRIPT_BYTES`, `InputTooLarge`,
@@ -14,7 +14,7 @@ Reading a script and modelling its runs:
 
 The run model and verl's keys:
 
-- `Run`, `Setting`, `EnvVar`, `Override`, `parse_override`, `unquote`, `Mode`, `MODES`.
+- `Run`, `OWN_TRAINER`, `Setting`, `EnvVar`, `Override`, `parse_override`, `unquote`, `Mode`, `MODES`.
 - `ACTOR`, `REF`, `ROLLOUT`, `NEWEST_VERL`, `INFERENCE_DUMP_KEYS`, `SGLANG_DUMP_KEYS`, `renamed_key`,
   `rollout_skip_key`, `ulysses_keys`.
 """
@@ -30,6 +30,7 @@ from rlpatch.shell.launch import Launch
 from rlpatch.shell.model import (
     INFERENCE_DUMP_KEYS,
     MODES,
+    OWN_TRAINER,
     SGLANG_DUMP_KEYS,
     EnvVar,
     Mode,
@@ -46,7 +47,7 @@ from rlpatch.upstream.api import Version
 
 __all__ = [
     "ACTOR", "INFERENCE_DUMP_KEYS", "MAX_SCRIPT_BYTES", "MODES", "NEWEST_VERL", "REF", "ROLLOUT", "SGLANG_DUMP_KEYS",
-    "Arg", "EnvVar", "Evaluation", "InputTooLarge", "Launch", "Mode", "Options", "Override", "ParsedScript", "Piece",
+    "Arg", "EnvVar", "Evaluation", "InputTooLarge", "Launch", "Mode", "OWN_TRAINER", "Options", "Override", "ParsedScript", "Piece",
     "Run", "ScriptRuns", "Setting", "SourceFile", "Span", "Unknown", "Value", "Word",
     "env_assignments", "evaluate_source", "file_kind", "language", "parse_file", "parse_override", "read_regular",
     "read_stream", "renamed_key", "rollout_skip_key", "script_runs", "ulysses_keys", "unquote", "word_text",
@@ -65,16 +66,17 @@ class ScriptRuns(NamedTuple):
 
 
 def script_runs(script: str | SourceFile, version: Version, *, env: Mapping[str, str] | None = None,
-                args: Sequence[str] = (), mode: str | None = None) -> ScriptRuns:
+                args: Sequence[str] = (), mode: str | None = None, verl_root: str | None = None) -> ScriptRuns:
     """Read `script` (a path: a regular file of at most 2 MB, UTF-8, else InputError with a one-line
     reason; or a `SourceFile` already read, as stdin is), evaluate it starting from `env` with `args`
     as its "$@", and model each verl launch it makes as a `Run` of verl `version`. `mode` (one of
     `MODES`, or None to detect it) forces every run's dump mode. A script without a launch gives no
-    runs: what that means is the caller's to say."""
+    runs: what that means is the caller's to say. `verl_root`, the verl tree the user named, is where
+    each run reads its entry module (`Run.entry_check`, `Run.trainer`)."""
     source = SourceFile.read(script) if isinstance(script, str) else script
     evaluation = evaluate_source(source, Options(env=dict(env or {}), args=list(args)))
     forced = _forced_mode(mode)
-    return ScriptRuns(evaluation, [read_run(launch, source.path, version, forced)
+    return ScriptRuns(evaluation, [read_run(launch, source.path, version, forced, verl_root)
                                    for launch in evaluation.launches])
 
 

@@ -14,7 +14,7 @@ on every cold start, and generating a dataclass's methods costs about a millisec
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from rlpatch.shell.config_file import ConfigValues
 from rlpatch.shell.defaults import ACTOR, AR, DEFAULTS, ROLLOUT, Ref, ulysses_keys
@@ -25,6 +25,9 @@ from rlpatch.shell.results import Arg, Unknown
 from rlpatch.shell.run_summary import run_summary
 from rlpatch.shell.source import Span
 from rlpatch.upstream.api import Version
+
+if TYPE_CHECKING:
+    from rlpatch.upstream.api import EntryCheck
 
 Mode = Literal["training", "inference", "consistency", "none"]
 MODES: tuple[Mode, ...] = ("training", "inference", "consistency", "none")
@@ -38,6 +41,9 @@ INFERENCE_DUMP_KEYS = VLLM_DUMP_KEYS + SGLANG_DUMP_KEYS
 SGLANG_DUMP_ENV = ("MSPROBE_SGLANG_CONFIG", "MSPROBE_SGLANG_CONFIG_PREFILL", "MSPROBE_SGLANG_CONFIG_DECODE")
 CONSISTENCY_ENV = ("DUMP_ON", "PROMPTS_ONLY")
 TOOL_KEY = "global_profiler.tool"
+# The trainer id of a trainer class the entry module defines and starts itself (verl 0.8.0's
+# `main_ppo_sync` and its `PPOTrainer`): no patch rule names it, so no patched set covers it.
+OWN_TRAINER = "own"
 
 
 class Setting:
@@ -134,10 +140,13 @@ class EnvVar:
 class Run:
     """One verl launch, resolved."""
 
-    def __init__(self, launch: Launch, file: str, version: Version, forced_mode: Mode | None = None) -> None:
+    def __init__(self, launch: Launch, file: str, version: Version, forced_mode: Mode | None = None,
+                 verl_root: str | None = None) -> None:
         self.launch = launch
         self.file = file
         self.version = version
+        self.verl_root = verl_root  # the verl tree the user named: its entry module says which trainer runs
+        self._entry: EntryCheck | None = None
         self.forced_mode = forced_mode
         self.overrides: list[Override] = []
         self.options_args: list[Arg] = []  # --config-path etc.
@@ -283,11 +292,30 @@ class Run:
             return "megatron", f"--config-name {self.config_name}"
         return (strategy.value or "fsdp"), (f"{ACTOR}.strategy" if strategy.is_set else "default")
 
+    def entry_check(self) -> EntryCheck:
+        """Whether the entry module exists in the target verl (the tree, else the release) and what it
+        starts (read once per run)."""
+        if self._entry is None:
+            from rlpatch.upstream.api import check_entry  # here: ast and difflib, only for runs whose trainer is asked
+
+            self._entry = check_entry(self.launch.entry, self.version, self.verl_root)
+        return self._entry
+
     def trainer(self) -> tuple[str | None, str, Setting | None]:
-        """The verl trainer the launch runs (an id of rlpatch.upstream.trainers), why, and the
-        setting that decided it; the id is None when that setting is unknown."""
-        if self.launch.entry.rsplit(".", 1)[-1].removesuffix(".py").endswith("fully_async_main"):
+        """The verl trainer the launch runs (an id of rlpatch.upstream.trainers, or OWN_TRAINER for a
+        trainer class the entry module defines itself), why, and the setting that decided it; the id
+        is None when that setting is unknown or the entry module does not exist."""
+        entry = self.entry_check()
+        if entry.exists is False:
+            return None, f"the entry module does not exist: {entry.missing_text()}", None
+        if entry.own_trainer is not None:
+            return OWN_TRAINER, (f"{entry.own_trainer} defined in {entry.file}, read from {entry.against}; no rlpatch "
+                                 "rule patches it"), None
+        if entry.runs == "fully-async" or (entry.runs is None and self.launch.entry.rsplit(".", 1)[-1]
+                                           .removesuffix(".py").endswith("fully_async_main")):
             return "fully-async", f"entry {self.launch.entry}", None
+        if entry.runs == "v0" and not self.version < "0.9.0":  # main_ppo_v0: RayPPOTrainer whatever use_v1 says
+            return "v0", f"{entry.file} constructs RayPPOTrainer, read from {entry.against}", None
         if self.version < "0.9.0":  # no v1 trainer (and no trainer.use_v1 key) before 0.9.0
             legacy = self.setting("trainer.use_legacy_worker_impl")
             if self.version.minor == (0, 7) and legacy.value != "disable":
@@ -354,4 +382,4 @@ class Run:
         return run_summary(self)
 
 
-__all__ = ["AR", "EnvVar", "MODES", "Mode", "Override", "Run", "Setting"]
+__all__ = ["AR", "EnvVar", "MODES", "Mode", "OWN_TRAINER", "Override", "Run", "Setting"]

@@ -14,10 +14,11 @@ from rlpatch.shell.results import Arg, Unknown
 from rlpatch.upstream.api import Version
 
 
-def read_run(launch: Launch, file: str, version: Version, forced_mode: Mode | None = None) -> Run:
+def read_run(launch: Launch, file: str, version: Version, forced_mode: Mode | None = None,
+             verl_root: str | None = None) -> Run:
     """The run one launch starts: its arguments, the environment it sees, and the user's config file
     (`--config-path/--config-name`), whose values stand under the overrides."""
-    run = Run(launch, file, version, forced_mode=forced_mode)
+    run = Run(launch, file, version, forced_mode=forced_mode, verl_root=verl_root)
     _read_arguments(run, list(launch.args))
     for name, env_value in launch.env.items():
         run.env[name] = EnvVar(name, word_text(env_value.first()), env_value.span or launch.command_span,

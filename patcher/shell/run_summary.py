@@ -50,6 +50,8 @@ def run_summary(run: Run) -> dict:
         "train_backend_reason": backend_why,
         "trainer": trainer,
         "trainer_reason": trainer_why,
+        # whether the entry module exists in the target verl (the tree, else the release; null: cannot tell)
+        "entry_exists": run.entry_check().exists,
         "world_size": run.world_size(),
         "verl_version": str(run.version),
         "sizes": _sizes(run),

@@ -1,0 +1,156 @@
+"""Whether a launch's entry module exists in the target verl, and which trainer it runs.
+
+A script names its entry (`python3 -m verl.trainer.main_ppo_sync`, or `verl/trainer/main_ppo.py`),
+but whether that module exists, and which trainer class it starts, is the release's to say: verl
+0.8.0 shipped `verl.trainer.main_ppo_sync`, whose own `PPOTrainer` (TransferQueue and a replay
+buffer) no patch rule touches; 0.9.0 removed it. So the answer is read from the entry module in the
+tree the user gave (one `ast` parse of one file), and only without a tree from a table of what the
+released wheels ship (`RELEASED_ENTRIES`, listed from the wheels and checked against them by the
+upstream tests). A module the table does not cover (a recipe, `verl.experimental...` without a
+tree, a release not listed) is not judged: `exists` is None.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import functools
+import os
+import re
+from typing import NamedTuple
+
+from rlpatch.upstream.versions import Version
+
+# The modules directly under `verl/trainer/` of each released wheel (`__init__` and the constants
+# module left out): what `python -m verl.trainer.X` can start on that release.
+_SFT_05 = ("fsdp_sft_trainer", "main_eval", "main_generation", "main_ppo")
+_SFT_06 = _SFT_05 + ("main_generation_server", "sft_trainer")
+_LATE = ("main_eval", "main_generation_server", "main_ppo", "sft_trainer", "sft_trainer_ray")
+RELEASED_ENTRIES: dict[str, tuple[str, ...]] = {
+    "0.5.0": _SFT_05,
+    "0.6.0": _SFT_06,
+    "0.6.1": _SFT_06,
+    "0.7.0": _SFT_06 + ("sft_trainer_ray",),
+    "0.7.1": _LATE,
+    "0.8.0": _LATE + ("main_ppo_sync",),
+    "0.9.0": _LATE + ("main_ppo_v0",),
+    "0.9.1": _LATE + ("main_ppo_v0",),
+}
+# Entry modules of a release that define and start a trainer class of their own (read from the wheels).
+RELEASED_OWN_TRAINERS: dict[tuple[str, str], str] = {("0.8.0", "verl.trainer.main_ppo_sync"): "PPOTrainer"}
+# The trainers of rlpatch.upstream.trainers, by the class an entry module constructs.
+_KNOWN_CLASSES = {"RayPPOTrainer": "v0", "FullyAsyncTrainer": "fully-async"}
+_TRAINER_PACKAGE = "verl.trainer."
+# the last `verl/` of the path: a checkout's package is `<checkout>/verl/verl/...`
+_SCRIPT_RE = re.compile(r"(?:^|.*/)(verl/(?:[A-Za-z_]\w*/)*[A-Za-z_]\w*)\.py$")
+
+
+class EntryCheck(NamedTuple):
+    """What the target verl says about one entry module."""
+
+    module: str | None  # the dotted verl module (None: not a verl module, e.g. a recipe)
+    exists: bool | None  # None: cannot tell (no tree, and a release or module the table does not list)
+    against: str  # what it was checked against: "the verl tree ROOT" or "the verl 0.9.1 release"
+    instead: tuple[str, ...] = ()  # entry modules of verl.trainer that do exist there (when missing)
+    own_trainer: str | None = None  # a trainer class the module defines and starts itself
+    runs: str | None = None  # the id of a known trainer the module constructs (rlpatch.upstream.trainers)
+    file: str | None = None  # the module's path inside the tree ("verl/trainer/main_ppo_sync.py")
+
+    def missing_text(self) -> str:
+        """One line: the module, what it was checked against, and what exists instead."""
+        text = f"{self.module} is not in {self.against}"
+        if self.instead:
+            closest = difflib.get_close_matches(self.module or "", self.instead, n=1, cutoff=0.0)
+            names = ", ".join(sorted(name.removeprefix(_TRAINER_PACKAGE) for name in self.instead))
+            text += f": use {closest[0]} (verl.trainer there: {names})"
+        return text
+
+
+def entry_module(entry: str) -> str | None:
+    """The dotted verl module of an entry (`verl.trainer.main_ppo` or a path `.../verl/trainer/main_ppo.py`)."""
+    if entry.endswith(".py"):
+        found = _SCRIPT_RE.match(entry)
+        return found.group(1).replace("/", ".") if found else None
+    return entry if entry.startswith("verl.") else None
+
+
+def check_entry(entry: str, version: Version, verl_root: str | None) -> EntryCheck:
+    """Whether the entry module exists in `verl_root` (else in the `version` release) and what it runs."""
+    module = entry_module(entry)
+    if module is None:
+        return EntryCheck(None, None, "")
+    if verl_root is not None:
+        return _check_in_tree(module, verl_root)
+    return _check_in_release(module, version)
+
+
+def _check_in_tree(module: str, verl_root: str) -> EntryCheck:
+    against = f"the verl tree {verl_root}"
+    package = _package_dir(verl_root)
+    relative = module.split(".")[1:]
+    path = os.path.join(package, *relative) + ".py"
+    if not os.path.isfile(path) and not os.path.isfile(os.path.join(package, *relative, "__main__.py")):
+        entries = trainer_entries(package)
+        if not entries:  # no verl/trainer entry module at all: a partial tree (a sparse checkout), cannot tell
+            return EntryCheck(module, None, against)
+        return EntryCheck(module, False, against, entries if module.startswith(_TRAINER_PACKAGE) else ())
+    file = "/".join(["verl", *relative]) + ".py"
+    own, runs = read_trainer(path) if os.path.isfile(path) else (None, None)
+    return EntryCheck(module, True, against, own_trainer=own, runs=runs, file=file)
+
+
+def _check_in_release(module: str, version: Version) -> EntryCheck:
+    release = str(version)
+    listed = RELEASED_ENTRIES.get(release)
+    against = f"the verl {release} release"
+    if listed is None or not module.startswith(_TRAINER_PACKAGE) or module.count(".") != 2:
+        return EntryCheck(module, None, against)
+    if module.removeprefix(_TRAINER_PACKAGE) not in listed:
+        return EntryCheck(module, False, against, tuple(_TRAINER_PACKAGE + name for name in listed))
+    own = RELEASED_OWN_TRAINERS.get((release, module))
+    return EntryCheck(module, True, against, own_trainer=own, file=module.replace(".", "/") + ".py")
+
+
+def _package_dir(verl_root: str) -> str:
+    """The `verl` package of a tree given either as its parent (a checkout) or as the package itself."""
+    inside = os.path.join(verl_root, "verl")
+    return inside if os.path.isdir(inside) else verl_root
+
+
+def trainer_entries(package: str) -> tuple[str, ...]:
+    """The `verl.trainer` entry modules of a `verl` package folder (sorted), as `RELEASED_ENTRIES` lists them."""
+    try:
+        names = os.listdir(os.path.join(package, "trainer"))
+    except OSError:
+        return ()
+    return tuple(sorted(_TRAINER_PACKAGE + name[:-3] for name in names
+                        if name.endswith(".py") and name not in ("__init__.py", "constants_ppo.py")))
+
+
+@functools.lru_cache(maxsize=32)
+def read_trainer(path: str) -> tuple[str | None, str | None]:
+    """The trainer an entry module starts, from its source: (a class it defines and constructs, the id
+    of a known trainer class it constructs). A trainer class is one with a `fit` method; a module
+    that constructs none (verl 0.9's `main_ppo` picks one at run time by `trainer.use_v1`) gives
+    (None, None). An unreadable module gives (None, None): it fails at start-up anyway."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            tree = ast.parse(handle.read(), filename=path)
+    except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+        return None, None
+    own = {node.name for node in tree.body if isinstance(node, ast.ClassDef) and any(
+        isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name == "fit" for item in node.body)}
+    constructed = {name for node in ast.walk(tree) if isinstance(node, ast.Call)
+                   for name in (_called_class(node.func),) if name is not None}
+    started = sorted(own & constructed)
+    known = sorted(_KNOWN_CLASSES[name] for name in constructed if name in _KNOWN_CLASSES)
+    return (started[0] if started else None), (known[0] if len(known) == 1 else None)
+
+
+def _called_class(func: ast.expr) -> str | None:
+    """`Name(...)`, or a Ray actor's `Name.remote(...)`."""
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute) and func.attr == "remote" and isinstance(func.value, ast.Name):
+        return func.value.id
+    return None
