@@ -71,10 +71,9 @@ def plan_consistency(facts: Facts, request: Request, folder: str, extra: dict[st
     _trainer_and_correction(plan, facts, request, keep)
     _env_and_configs(plan, facts, request, folder)
     _extras_keep_layout(plan, extra)
-    if keep:
-        _check_rollout_tp(plan, facts, extra, world, megatron)
-    else:
-        _check_arithmetic(plan, extra, dp, world, megatron)
+    if not keep:  # the script's own batch is verl's to check; gen's batch of one is checked here
+        _check_arithmetic(plan, extra, dp)
+    _check_rollout_tp(plan, facts, extra, world, megatron)
     _bound(plan, facts)
     plan.notes.extend(dump_size_notes(facts, request, requests, _rollout_tp(plan, facts, extra),
                                       plan.assumptions))
@@ -287,20 +286,23 @@ def _rollout_tp(plan: Plan, facts: Facts, extra: dict[str, str]) -> int | None:
     key = f"{ROLLOUT}.tensor_model_parallel_size"
     values = {o.key: o.value for o in plan.overrides} | extra
     text = values.get(key, facts.value(key))
-    try:
-        return int((text or "").strip("'\""))
-    except ValueError:
+    if text is None:
         return None
+    try:
+        return int(text.strip("'\""))
+    except ValueError:
+        raise InputError(f"{key}={text!r} is not a number") from None
 
 
 def _check_rollout_tp(plan: Plan, facts: Facts, extra: dict[str, str], world: int, megatron: bool) -> None:
-    """The script's own batch is verl's to check; the rollout TP it keeps must fit the world."""
+    """FSDP: the rollout TP the run will have (gen's, the script's, or an override after `--`) must
+    divide the world (Megatron's layout checked it against training TP already)."""
     tp = _rollout_tp(plan, facts, extra)
     if not megatron and tp is not None and (tp <= 0 or world % tp):
         raise InputError(f"the world size ({world}) is not divisible by rollout tensor_model_parallel_size={tp}")
 
 
-def _check_arithmetic(plan: Plan, extra: dict[str, str], dp: int, world: int, megatron: bool) -> None:
+def _check_arithmetic(plan: Plan, extra: dict[str, str], dp: int) -> None:
     """The batch arithmetic verl checks late, on the values the run will really have (the user's
     own `-- overrides` come last and win)."""
     values = {o.key: o.value for o in plan.overrides}
@@ -325,7 +327,3 @@ def _check_arithmetic(plan: Plan, extra: dict[str, str], dp: int, world: int, me
                          f"{batch}/{mini} = 1 and mini*n/micro/DP = {mini}*{n}/{micro}/{dp} = 1")
     if batch % workers:
         raise InputError(f"data.train_batch_size={batch} is not divisible by rollout.agent.num_workers={workers}")
-    if not megatron:
-        tp = number(f"{ROLLOUT}.tensor_model_parallel_size")
-        if tp <= 0 or world % tp:
-            raise InputError(f"the world size ({world}) is not divisible by rollout tensor_model_parallel_size={tp}")

@@ -14,6 +14,7 @@ import json
 import os
 import re
 import shutil
+from typing import NamedTuple
 
 from rlpatch.errors import InputError
 from rlpatch.gen.plan import Facts, variable_names
@@ -66,20 +67,42 @@ def unknown_path(facts: Facts) -> str:
     return f"the model path is not known statically ({setting.desc or '?'})"
 
 
-def per_token_elements(config: dict) -> tuple[int, str] | None:
-    """Elements msprobe L0 saves per token (all layers), and the figures used; None without them."""
+class Shape(NamedTuple):
+    """The figures of a config.json both estimates read."""
+
+    hidden: int
+    layers: int
+    q: int  # heads * head_dim
+    kv: int  # kv_heads * head_dim
+    vocab: int
+
+
+def shape_of(config: dict) -> Shape | None:
     try:
         hidden, layers = int(config["hidden_size"]), int(config["num_hidden_layers"])
         heads = int(config["num_attention_heads"])
         kv_heads = int(config.get("num_key_value_heads") or heads)
         head_dim = int(config.get("head_dim") or hidden // heads)
-        inter, vocab = int(config["intermediate_size"]), int(config["vocab_size"])
+        return Shape(hidden, layers, heads * head_dim, kv_heads * head_dim, int(config["vocab_size"]))
     except (KeyError, TypeError, ValueError, ZeroDivisionError):
         return None
-    q, kv = heads * head_dim, kv_heads * head_dim
-    per_layer = 17 * hidden + 2 * q + 2 * kv + 5 * inter
-    total = layers * per_layer + 4 * hidden + vocab
-    return total, f"{layers} layers, hidden {hidden}, intermediate {inter}, vocab {vocab}"
+
+
+def _int(config: dict, key: str) -> int | None:
+    try:
+        return int(config[key])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def per_token_elements(config: dict) -> tuple[int, str] | None:
+    """Elements msprobe L0 saves per token (all layers), and the figures used; None without them."""
+    shape, inter = shape_of(config), _int(config, "intermediate_size")
+    if shape is None or inter is None:
+        return None
+    per_layer = 17 * shape.hidden + 2 * shape.q + 2 * shape.kv + 5 * inter
+    total = shape.layers * per_layer + 4 * shape.hidden + shape.vocab
+    return total, f"{shape.layers} layers, hidden {shape.hidden}, intermediate {inter}, vocab {shape.vocab}"
 
 
 # One NPU device's memory: 64 GB on Atlas 800T A2 (910B) and per die on A3; a replica whose weights alone
@@ -89,21 +112,16 @@ CARD_BYTES = 64 * 1024**3
 
 def weight_elements(config: dict) -> int | None:
     """The model's parameters from its config.json (dense or MoE layers, embeddings), None without them."""
-    try:
-        hidden, layers = int(config["hidden_size"]), int(config["num_hidden_layers"])
-        heads = int(config["num_attention_heads"])
-        kv_heads = int(config.get("num_key_value_heads") or heads)
-        head_dim = int(config.get("head_dim") or hidden // heads)
-        vocab = int(config["vocab_size"])
-        experts = int(config.get("num_experts") or config.get("n_routed_experts") or 0)
-        inter = int(config["moe_intermediate_size"] if experts else config["intermediate_size"])
-        shared = int(config.get("shared_expert_intermediate_size") or 0)
-    except (KeyError, TypeError, ValueError, ZeroDivisionError):
+    shape = shape_of(config)
+    experts = _int(config, "num_experts") or _int(config, "n_routed_experts") or 0
+    inter = _int(config, "moe_intermediate_size" if experts else "intermediate_size")
+    if shape is None or inter is None:
         return None
-    attention = 2 * hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim
-    mlp = 3 * hidden * inter * max(experts, 1) + 3 * hidden * shared
-    embeddings = vocab * hidden * (1 if config.get("tie_word_embeddings") else 2)
-    return layers * (attention + mlp) + embeddings
+    shared = _int(config, "shared_expert_intermediate_size") or 0
+    attention = 2 * shape.hidden * shape.q + 2 * shape.hidden * shape.kv
+    mlp = 3 * shape.hidden * inter * max(experts, 1) + 3 * shape.hidden * shared
+    embeddings = shape.vocab * shape.hidden * (1 if config.get("tie_word_embeddings") else 2)
+    return shape.layers * (attention + mlp) + embeddings
 
 
 def refuse_replica_over_one_card(facts: Facts, fix: str) -> None:
