@@ -41,6 +41,7 @@ RELEASED_OWN_TRAINERS: dict[tuple[str, str], str] = {("0.8.0", "verl.trainer.mai
 # The trainers of rlpatch.upstream.trainers, by the class an entry module constructs.
 _KNOWN_CLASSES = {"RayPPOTrainer": "v0", "FullyAsyncTrainer": "fully-async"}
 _TRAINER_PACKAGE = "verl.trainer."
+MAX_ENTRY_BYTES = 4 * 1024 * 1024  # bounded read of the entry module (verl's are under 50 KB)
 # the last `verl/` of the path: a checkout's package is `<checkout>/verl/verl/...`
 _SCRIPT_RE = re.compile(r"(?:^|.*/)(verl/(?:[A-Za-z_]\w*/)*[A-Za-z_]\w*)\.py$")
 
@@ -134,8 +135,11 @@ def read_trainer(path: str) -> tuple[str | None, str | None]:
     that constructs none (verl 0.9's `main_ppo` picks one at run time by `trainer.use_v1`) gives
     (None, None). An unreadable module gives (None, None): it fails at start-up anyway."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            tree = ast.parse(handle.read(), filename=path)
+        with open(path, "rb") as handle:
+            source = handle.read(MAX_ENTRY_BYTES + 1)
+        if len(source) > MAX_ENTRY_BYTES:  # not a verl entry module (they are a few KB): no verdict
+            return None, None
+        tree = ast.parse(source.decode("utf-8"), filename=path)
     except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
         return None, None
     own = {node.name for node in tree.body if isinstance(node, ast.ClassDef) and any(
