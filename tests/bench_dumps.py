@@ -16,6 +16,9 @@ and peak memory: the log is streamed).
 `--map-mb M...` (default 20 200) times the FSDP name mapping `compare --backend fsdp` writes of a
 training dump.json of that size, with its peak memory (the dump is streamed entry by entry).
 
+`--pair-log-mb M...` (default 20 200) times `pair` on a rows pair whose inference dispatch log is that
+large (64 requests prefilled together, then decoded step after step): time per record, peak memory.
+
 `--compare-pairs N` (default 8; 0 skips it) then times `compare` on real msprobe dumps of the twin
 models of tests/divergence_twins.py (one training and one faulty inference dump, compared N times):
 pairs per minute with 1 job and with `--jobs` jobs, and rlpatch's own time per pair (reading the
@@ -204,6 +207,52 @@ def bench_check_logs(sizes_mb: list[int], base: float) -> None:
                   f"{1e6 * (seconds - base) / records:6.1f} us per record, peak {peak:7.1f} MiB")
 
 
+def _decode_log_tree(root: Path, megabytes: int, requests: int = 64) -> tuple[Path, Path, int]:
+    """A rows pair whose inference side's one dispatch_log.jsonl is about `megabytes` MB: `requests`
+    requests prefilled together in step 0, then decoded together step after step (as a long rollout's
+    log grows), against one training micro-batch of the same requests."""
+    train, infer = root / "train", root / "infer"
+    ids = [f"{i:032x}" for i in range(requests)]
+    for folder in (train / "step0" / "rank0", infer / "10000" / "step0" / "rank0"):
+        folder.mkdir(parents=True)
+        (folder / "dump.json").write_text(json.dumps(DUMP))
+    (train / "20000").mkdir()
+    (train / "20000" / "update_actor_log.jsonl").write_text(json.dumps(
+        {"source": "verl_engine", "phase": "log_prob", "pid": 20000, "rank": 0, "step": 0, "request_ids": ids,
+         "num_requests": requests, "layout": "packed",
+         "rows": [{"request_id": r, "batch_index": 0, "offset": 8 * i, "tokens": 8} for i, r in enumerate(ids)]}) + "\n")
+    records, written = 0, 0
+    with open(infer / "10000" / "dispatch_log.jsonl", "w") as handle:
+        while written < megabytes * 1_000_000:
+            prefill = records == 0
+            line = json.dumps({
+                "source": "dispatch_logger", "pid": 10000, "rank": 0, "step": records,
+                "phase": "prefill" if prefill else "decode", "rows_source": "input_batch", "tp_size": 1,
+                "total_num_scheduled_tokens": requests * (8 if prefill else 1), "scheduler_order": ids,
+                "rows": [{"request_id": r, "type": "new" if prefill else "cached", "offset": i * (8 if prefill else 1),
+                          "tokens": 8 if prefill else 1, "computed": 0 if prefill else 7 + records}
+                         for i, r in enumerate(ids)]}) + "\n"
+            handle.write(line)
+            written += len(line)
+            records += 1
+    return train, infer, records
+
+
+def bench_pair_logs(sizes_mb: list[int], base: float) -> None:
+    """`dumps pair` on one big dispatch log (a long rollout's decode steps): time per record, and a peak
+    memory that stays flat (the logs are read line by line, a few numbers kept per row)."""
+    for size in sizes_mb:
+        with tempfile.TemporaryDirectory(prefix="rlpatch-bench-pairlog-") as directory:
+            train, infer, records = _decode_log_tree(Path(directory), size)
+            seconds, peak, result = timed_peak(["dumps", "pair", "--train", str(train), "--infer", str(infer),
+                                                "--format", "json"])
+            if result.returncode not in (0, 1):
+                sys.exit(f"pair failed: {result.stderr[-500:]}")
+            pairs = len(json.loads(result.stdout)["pairs"])
+            print(f"pair,  {size:>5} MB dispatch log ({records} records, {pairs} pairs): {seconds:7.2f} s = "
+                  f"{1e6 * (seconds - base) / records:6.1f} us per record, peak {peak:7.1f} MiB")
+
+
 MAP_CHILD = PEAK_REPORT + "from rlpatch.dumps.mapping import map_training_dump\nprint(map_training_dump(sys.argv[1], sys.argv[2]))\n"
 
 
@@ -327,6 +376,8 @@ def main() -> None:
                         help="rank-folder counts for the check scaling run (default 10^3 10^4 10^5; none: skip)")
     parser.add_argument("--log-mb", type=int, nargs="*", default=[10, 100],
                         help="update-log sizes in MB for the check streaming run (default 10 100; add 1000 for 1 GB)")
+    parser.add_argument("--pair-log-mb", type=int, nargs="*", default=[20, 200],
+                        help="dispatch-log sizes in MB for the pair streaming run (default 20 200)")
     parser.add_argument("--map-mb", type=int, nargs="*", default=[20, 200],
                         help="training dump.json sizes in MB for the FSDP name mapping run (default 20 200)")
     args = parser.parse_args()
@@ -335,6 +386,7 @@ def main() -> None:
     print(f"start-up of one `dumps check` (subtracted from the per-folder and per-record figures): {base:.2f} s")
     bench_check_scaling(args.check_ranks, base)
     bench_check_logs(args.log_mb, base)
+    bench_pair_logs(args.pair_log_mb, base)
     if args.compare_pairs:
         bench_compare(args.compare_pairs, args.jobs)
         bench_slicing(max(1, args.compare_pairs // 2))

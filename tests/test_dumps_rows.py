@@ -78,6 +78,28 @@ def test_pair_pairs_every_request_row_and_chunks_by_computed(tmp_path: Path) -> 
     assert "(a decode)" in data["unpaired"][0]["why"]
 
 
+def test_a_long_decode_is_one_unpaired_line_per_request_and_is_not_kept(tmp_path: Path) -> None:
+    """Issue 30: a rollout that decodes for thousands of steps says so once per request (with the count),
+    and its decode rows are noted as they are read, never kept: `pair`'s answer and memory follow the
+    requests, not the log (bench: a 200 MB dispatch log, 22 MiB peak)."""
+    train, infer = _run(tmp_path)
+    log = infer / "20" / "dispatch_log.jsonl"
+    decodes = [{"pid": 20, "rank": 0, "step": step, "phase": "decode", "total_num_scheduled_tokens": 2,
+                "rows_source": "input_batch", "scheduler_order": ["a", "d"],
+                "rows": [{"request_id": "a", "type": "cached", "offset": 0, "tokens": 1, "computed": 2 + step},
+                         {"request_id": "d", "type": "cached", "offset": 1, "tokens": 1, "computed": 5 + step}]}
+               for step in range(2, 1002)]
+    with open(log, "a", encoding="utf-8") as handle:
+        handle.write("".join(json.dumps(r) + "\n" for r in decodes))
+    data = pair_dumps(PairOptions(str(train), str(infer))).data
+    assert {(p["request_id"], p["infer"]["step"]) for p in data["pairs"]} == {("d", 0), ("a", 0), ("d", 1)}
+    why = {(u["request_id"], u["side"]): u["why"] for u in data["unpaired"]}
+    assert sorted(why) == [("a", "infer"), ("d", "infer")], why
+    assert why[("a", "infer")].startswith("inference step 1 (pid 20, rank 0): positions [3, 4) go past")
+    assert why[("a", "infer")].endswith("(a decode); and 1000 more of its rows in later steps")
+    assert why[("d", "infer")].endswith("(a decode); and 999 more of its rows in later steps")
+
+
 def test_a_training_record_that_could_not_read_its_rows_says_why(tmp_path: Path) -> None:
     train, infer = _run(tmp_path)
     _write_log(train / "11" / "update_actor_log.jsonl", [

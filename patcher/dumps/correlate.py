@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import IO, TYPE_CHECKING
@@ -140,8 +140,9 @@ def record_problem(data: dict) -> str | None:
     return None
 
 
-def read_log(path: str, pid: int, problems: list[str]) -> list[Record]:
-    """The JSON records of one log, oldest first; bad lines become problems, not errors."""
+def read_log(path: str, pid: int, problems: list[str], skip: Callable[[dict], bool] | None = None) -> list[Record]:
+    """The JSON records of one log, oldest first; bad lines become problems, not errors. A record
+    `skip` says another reader handles is dropped as it is read (memory follows what is kept)."""
     records = []
     try:
         with open(path, encoding="utf-8", errors="replace") as handle:
@@ -160,7 +161,7 @@ def read_log(path: str, pid: int, problems: list[str]) -> list[Record]:
                     problems.append(f"{path}:{number}: not a JSON object")
                 elif (wrong := record_problem(data)) is not None:
                     problems.append(f"{path}:{number}: {wrong}")
-                else:
+                elif skip is None or not skip(data):
                     records.append(Record(data, pid, number, parse_timestamp(data.get("timestamp"))))
     except OSError as err:
         problems.append(f"{path}: unreadable ({err.strerror})")
@@ -259,9 +260,7 @@ def _prefills(infer: Tree, result: Correlation) -> dict[str, list[Record]]:
     """id -> the usable inference records; every other record is listed as unpaired with why."""
     usable: dict[str, list[Record]] = {}
     for pid, path in sorted(infer.dispatch_logs.items()):
-        for record in read_log(path, pid, result.problems):
-            if _has_rows(record):
-                continue  # paired row by row (rlpatch.dumps.rows)
+        for record in read_log(path, pid, result.problems, skip=_has_rows):  # those pair row by row (rows.py)
             requests = [r for r in record.get("requests") or [] if isinstance(r, dict)]
             where = f"inference step {record.get('step')} (pid {pid}, rank {record.get('rank')})"
             ids = [normalise_request_id(str(r.get("request_id")))[0] for r in requests]
@@ -286,10 +285,9 @@ def _prefills(infer: Tree, result: Correlation) -> dict[str, list[Record]]:
     return usable
 
 
-def _has_rows(record: Record) -> bool:
+def _has_rows(data: dict) -> bool:
     """A dispatch record the row pairing reads (rows from the runner's input batch, or why there are none)."""
-    return bool(record.get("rows_error")) or (isinstance(record.get("rows"), list)
-                                              and record.get("rows_source") == "input_batch")
+    return bool(data.get("rows_error")) or (isinstance(data.get("rows"), list) and data.get("rows_source") == "input_batch")
 
 
 def correlate(train: Tree, infer: Tree, backend: str) -> Correlation:

@@ -195,15 +195,53 @@ def training_rows(train: Tree, result: Correlation) -> tuple[dict[str, list[Trai
 
 @dataclass
 class StepGroup:
-    """The records of one replica's step: one per TP rank."""
+    """The records of one replica's step: one per TP rank; the rows that may pair (see `_settled`)."""
 
     records: list[Record]
     rows: list[dict[str, Any]]
     step_tokens: int
+    requests: int  # every request of the step, paired or not (the batch size a verdict is shown against)
 
 
-def inference_groups(infer: Tree, result: Correlation) -> tuple[list[StepGroup], set[str]]:
-    """Every inference step with rows, its TP ranks together; ids of steps whose rows could not be read."""
+class RowReasons:
+    """Why inference rows stay unpaired, once per request: a long rollout decodes each request for
+    thousands of steps, and one line per step would make the answer as large as the log."""
+
+    def __init__(self) -> None:
+        self._first: dict[str, list[Any]] = {}  # request id -> [the first step's why, rows unpaired]
+
+    def note(self, request_id: str, why: str) -> None:
+        found = self._first.setdefault(request_id, [why, 0])
+        found[1] += 1
+
+    def requests(self) -> list[str]:
+        return list(self._first)
+
+    def flush(self, result: Correlation) -> None:
+        for request_id, (why, count) in self._first.items():
+            more = f"; and {count - 1} more of its rows in later steps" if count > 1 else ""
+            result.unpair(request_id, "infer", why + more)
+
+
+def _settled(row: dict[str, Any], where: str, entries: list[TrainEntry] | None) -> str | None:
+    """Why a row of a single-rank step can never pair (no training row, or positions the training
+    forward did not see), decided while reading, so that such rows are not kept; None: it may pair."""
+    if not entries:
+        return f"{where}: in no update_actor_log.jsonl record with rows"
+    seen = entries[0].rows.tokens
+    end = row["computed"] + row["tokens"]
+    if end <= seen:
+        return None
+    kind = "a decode" if row["computed"] >= seen else "positions past the training forward's"
+    return f"{where}: positions [{row['computed']}, {end}) go past the {seen} token(s) the training forward saw ({kind})"
+
+
+def inference_groups(infer: Tree, result: Correlation, train_index: dict[str, list[TrainEntry]] | None = None,
+                     reasons: RowReasons | None = None) -> tuple[list[StepGroup], set[str]]:
+    """Every inference step with rows, its TP ranks together; ids of steps whose rows could not be read.
+
+    With `train_index` and `reasons`, a row of a single-rank step that can never pair is noted in
+    `reasons` as it is read and not kept: memory follows the rows that pair, not the log."""
     groups: dict[tuple[Any, ...], StepGroup] = {}
     reasoned: set[str] = set()
     for pid, path in sorted(infer.dispatch_logs.items()):
@@ -226,8 +264,22 @@ def inference_groups(infer: Tree, result: Correlation) -> tuple[list[StepGroup],
                    if (_count(record.get("tp_size")) or 1) == 1 else None)
             total = _count(record.get("total_num_scheduled_tokens")) or sum(row["tokens"] for row in rows)
             slim = _slim(record, "step", "rank", "tp_rank", "tp_size", "phase")
-            group = groups.setdefault(key, StepGroup([], [{k: row[k] for k in (*INFER_KEYS, "request_id", "type")
-                                                           if k in row} for row in rows], total))
+            group = groups.get(key)
+            if group is None:
+                kept = rows
+                if reasons is not None and train_index is not None and (_count(record.get("tp_size")) or 1) == 1:
+                    kept = []
+                    for row in rows:
+                        request_id, role = normalise_request_id(str(row["request_id"]))
+                        why = None if role == "D" else _settled(row, where, train_index.get(request_id))
+                        if why is None:
+                            kept.append(row)
+                        else:
+                            reasons.note(request_id, why)
+                    if not kept:  # nothing of this step can pair: no group to keep (a decode step, mostly)
+                        continue
+                group = groups[key] = StepGroup([], [{k: row[k] for k in (*INFER_KEYS, "request_id", "type")
+                                                      if k in row} for row in kept], total, len(rows))
             group.records.append(slim)
     for group in groups.values():
         group.records.sort(key=lambda r: _count(r.get("tp_rank")) or 0)
@@ -237,7 +289,8 @@ def inference_groups(infer: Tree, result: Correlation) -> tuple[list[StepGroup],
 def pair_rows(train: Tree, infer: Tree, backend: str, result: Correlation) -> set[str]:
     """Pair every request row of every step with rows; the request ids this pairing spoke for."""
     train_index, spoken = training_rows(train, result)
-    groups, reasoned = inference_groups(infer, result)
+    reasons = RowReasons()
+    groups, reasoned = inference_groups(infer, result, train_index, reasons)
     spoken |= reasoned
     covered: set[str] = set()
     for group in groups:
@@ -245,7 +298,9 @@ def pair_rows(train: Tree, infer: Tree, backend: str, result: Correlation) -> se
             request_id, role = normalise_request_id(str(row["request_id"]))
             spoken.add(request_id)
             _pair_row(train, infer, backend, group, row, request_id, role, train_index.get(request_id, []),
-                      result, covered)
+                      result, covered, reasons)
+    spoken.update(reasons.requests())
+    reasons.flush(result)
     paired = {pair.request_id for pair in result.pairs}  # by rows, or whole by an earlier logger's record
     for request_id in train_index:
         spoken.add(request_id)
@@ -255,25 +310,20 @@ def pair_rows(train: Tree, infer: Tree, backend: str, result: Correlation) -> se
 
 
 def _pair_row(train: Tree, infer: Tree, backend: str, group: StepGroup, row: dict[str, Any], request_id: str,
-              role: str | None, entries: list[TrainEntry], result: Correlation, covered: set[str]) -> None:
+              role: str | None, entries: list[TrainEntry], result: Correlation, covered: set[str],
+              reasons: RowReasons) -> None:
     first = group.records[0]
     where = f"inference step {first.get('step')} (pid {first.pid}, rank {first.get('rank')})"
     size = _count(first.get("tp_size")) or 1
     if role == "D":
-        result.unpair(request_id, "infer", f"{where} is the decode instance of a PD run (_D)")
+        reasons.note(request_id, f"{where} is the decode instance of a PD run (_D)")
         return
     if len(group.records) != size:
-        result.unpair(request_id, "infer", f"{where}: {len(group.records)} of its {size} TP ranks logged the step")
+        reasons.note(request_id, f"{where}: {len(group.records)} of its {size} TP ranks logged the step")
         return
-    if not entries:
-        result.unpair(request_id, "infer", f"{where}: in no update_actor_log.jsonl record with rows")
-        return
-    seen = entries[0].rows.tokens
-    end = row["computed"] + row["tokens"]
-    if end > seen:
-        kind = "a decode" if row["computed"] >= seen else "positions past the training forward's"
-        result.unpair(request_id, "infer", f"{where}: positions [{row['computed']}, {end}) go past the {seen} "
-                      f"token(s) the training forward saw ({kind})")
+    why = _settled(row, where, entries)
+    if why is not None:
+        reasons.note(request_id, why)
         return
     infer_rows = InferRows(row["offset"], row["tokens"], row["computed"], group.step_tokens, str(row.get("type")))
     if size > 1 and backend == "megatron":
@@ -283,10 +333,10 @@ def _pair_row(train: Tree, infer: Tree, backend: str, group: StepGroup, row: dic
             if match is None:
                 result.unpair(request_id, "infer", f"{where}: no training rank at TP position {position} holds it")
                 continue
-            _add(train, infer, request_id, match, record, [], infer_rows, len(group.rows), result, covered)
+            _add(train, infer, request_id, match, record, [], infer_rows, group.requests, result, covered)
         return
     shards = [] if size == 1 else group.records
-    _add(train, infer, request_id, entries[0], group.records[0], shards, infer_rows, len(group.rows), result, covered)
+    _add(train, infer, request_id, entries[0], group.records[0], shards, infer_rows, group.requests, result, covered)
 
 
 def _add(train: Tree, infer: Tree, request_id: str, entry: TrainEntry, record: Record, shards: list[Record],
