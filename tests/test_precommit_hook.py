@@ -19,6 +19,8 @@ BAD = "python3 -m verl.trainer.main_ppo trainer.n_gpus_per_node=8 actor_rollout_
 GOOD = "#!/usr/bin/env bash\npython3 -m verl.trainer.main_ppo trainer.nnodes=1\n"
 INSTALL = "#!/bin/sh\nset -e\nmkdir -p ~/.local/bin && cp tool ~/.local/bin/\n"  # an ordinary script: no verl
 HIDDEN = 'bash "$TMP" actor_rollout_ref.rollout.enforce_eager=True\n'  # a verl script whose launch is hidden
+BAD_CONFIG = '{"task": "statistics", "level": "L7", "dump_path": "/tmp/dump"}\n'  # msprobe refuses level L7
+PACKAGE_JSON = '{"name": "tool", "version": "1.0", "scripts": {}}\n'  # a JSON file that is not msprobe's
 
 
 def hook() -> dict:
@@ -33,18 +35,23 @@ def sample_repo(tmp_path: Path) -> Path:
     (tmp_path / "good").chmod(0o755)
     (tmp_path / "tool.py").write_text("print('not shell')\n")
     (tmp_path / "install.sh").write_text(INSTALL)
+    (tmp_path / "msprobe.json").write_text(BAD_CONFIG)
+    (tmp_path / "package.json").write_text(PACKAGE_JSON)
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     subprocess.run(["git", "-C", str(tmp_path), "add", "-A"], check=True)
     return tmp_path
 
 
-def _is_shell(path: Path) -> bool:
-    """pre-commit's `types: [shell]` (identify): a .sh/.bash/.zsh/.ksh name, or a sh/bash shebang."""
+def _is_hooked(path: Path) -> bool:
+    """pre-commit's `types_or: [shell, json]` (identify): a .json name, a .sh/.bash/.zsh/.ksh name, or
+    a sh/bash shebang."""
     try:
         from identify import identify
 
-        return "shell" in identify.tags_from_path(str(path))
+        return not {"shell", "json"}.isdisjoint(identify.tags_from_path(str(path)))
     except ImportError:
+        if path.suffix == ".json":
+            return True
         if not os.access(path, os.X_OK) and path.suffix not in (".sh", ".bash", ".zsh", ".ksh"):
             return False
         if path.suffix in (".sh", ".bash", ".zsh", ".ksh"):
@@ -55,19 +62,23 @@ def _is_shell(path: Path) -> bool:
 
 def test_hook_definition() -> None:
     definition = hook()
-    assert definition["types"] == ["shell"]
+    assert definition["types_or"] == ["shell", "json"] and "types" not in definition
+    assert definition["require_serial"] is True  # one process, one summary: lint parallelises itself
     assert definition["language"] == "python"
     assert shlex.split(definition["entry"]) == ["rlpatch", "lint", "--skip-non-verl"]
 
 
 def test_hook_entry_on_a_sample_repo(sample_repo: Path) -> None:
     """What pre-commit does: pass the staged files of the hook's types to the entry, fail on exit != 0."""
-    files = [p.name for p in sorted(sample_repo.iterdir()) if p.is_file() and _is_shell(p)]
-    assert files == ["bad.sh", "good", "install.sh"]
+    files = [p.name for p in sorted(sample_repo.iterdir()) if p.is_file() and _is_hooked(p)]
+    assert files == ["bad.sh", "good", "install.sh", "msprobe.json", "package.json"]
     command = [sys.executable, "-m", "rlpatch", *shlex.split(hook()["entry"])[1:]]
     failing = subprocess.run(command + files, cwd=sample_repo, capture_output=True, text=True, timeout=60)
     assert failing.returncode == 1 and failing.stdout.startswith("bad.sh:1:113: RL401 [E] ")
+    assert "msprobe.json:1:33: RL502 [E] level must be one of" in failing.stdout  # a staged config is checked
     assert "install.sh" not in failing.stdout  # not a verl script: not the hook's business
+    assert "package.json" not in failing.stdout  # not an msprobe config: not the hook's business either
+    assert failing.stdout.count("Found ") == 1
     passing = subprocess.run(command + ["good"], cwd=sample_repo, capture_output=True, text=True, timeout=60)
     assert passing.returncode == 0, passing.stdout
 
@@ -89,8 +100,9 @@ def test_pre_commit_try_repo(sample_repo: Path) -> None:
     proc = subprocess.run([*_pre_commit(), "try-repo", str(ROOT), "rlpatch-lint", "--all-files"], cwd=sample_repo,
                           capture_output=True, text=True, timeout=540, env=env)
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "bad.sh:1:113: RL401 [E]" in proc.stdout
-    assert "good:" not in proc.stdout and "tool.py" not in proc.stdout and "install.sh:" not in proc.stdout
+    assert "bad.sh:1:113: RL401 [E]" in proc.stdout and "msprobe.json:1:33: RL502 [E]" in proc.stdout
+    assert proc.stdout.count("Found ") == 1  # require_serial: one summary per run
+    assert "package.json" not in proc.stdout and "good:" not in proc.stdout and "tool.py" not in proc.stdout and "install.sh:" not in proc.stdout
 
 
 def test_skip_non_verl_keeps_verl_scripts_and_plain_lint_unchanged(sample_repo: Path) -> None:
@@ -116,3 +128,18 @@ def test_what_names_verl(text: str, verl: bool) -> None:
     from rlpatch.lint.scope import names_verl
 
     assert names_verl(text) is verl
+
+
+@pytest.mark.parametrize("name, text, msprobe", [
+    ("config.json", '{"task": "tensor", "dump_path": "/d"}', True),
+    ("c.json", '{"statistics": {"scope": []}}', True),
+    ("package.json", '{"name": "x", "version": "1", "step": 3}', False),
+    ("list.json", "[1, 2]", False),
+    ("broken.json", "{", False),
+    ("msprobe_broken.json", "{", True),  # broken, but msprobe's by name: its RL501 is kept
+    ("big.json", '{"task": ' + "9" * 5000 + "}", False),  # past Python's digit limit: a parse error, no crash
+])
+def test_which_json_files_the_hook_keeps(name: str, text: str, msprobe: bool) -> None:
+    from rlpatch.lint.scope import is_msprobe_config_text
+
+    assert is_msprobe_config_text(name, text) is msprobe

@@ -76,7 +76,8 @@ def _common(function, rollout_roots: bool = True):
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even with findings (input errors still exit 2).")
 @click.option("--allow-level", multiple=True, help="msprobe levels accepted besides mix (RL109).")
 @click.option("--skip-non-verl", is_flag=True,
-              help="Skip files with no verl launch that never name verl (install.sh): for pre-commit hooks.")
+              help="Skip files with no verl launch that never name verl (install.sh), and JSON files that are not "
+                   "msprobe configs: for pre-commit hooks.")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), metavar="N",
               help="Lint several files in N worker processes (default: the number of CPUs for a large input, "
                    "in-process for a few small files; 1 = in-process).")

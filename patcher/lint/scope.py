@@ -1,10 +1,15 @@
-"""`rlpatch lint --skip-non-verl`: leave alone the shell files that are not verl launch scripts.
+"""`rlpatch lint --skip-non-verl`: leave alone the files that are not verl launch scripts or msprobe configs.
 
 A pre-commit hook sees every shell file of a repository (`install.sh`, CI helpers), and RL001 (no
 verl entry point) fails each of them. With the flag, a file is skipped, with no finding at all, when
 the linter found no verl launch in it (RL001) *and* its text never names verl: no `verl` word
 (`verl.trainer...`, `VERL_ROOT`, `verl/`), no `actor_rollout_ref` override, no `msprobe`. A script that
 looks like a verl script but hides its launch (`bash "$TMP" actor_rollout_ref...`) keeps its RL001.
+
+The hook sees every JSON file too (`package.json`, `tsconfig.json`), and lint reads each `.json` as an
+msprobe config. With the flag, a JSON file is skipped unless it is one: a top-level object with one of
+the keys that only msprobe's config has (`task`, `level`, `dump_path`, a task section such as
+`statistics`), or a name that says msprobe when it does not parse (a broken msprobe config still fails).
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import os
 import re
 
 from rlpatch.lint.engine import FileResult
+from rlpatch.lint.msprobe_family import is_config_path
 
 # `verl` as a word of its own (not `overlay`); `_`, `.`, `/`, `-` and digits may touch it.
 _NAMES_VERL = re.compile(r"(?<![a-z])verl(?![a-z])|actor_rollout_ref|msprobe", re.IGNORECASE)
@@ -32,13 +38,35 @@ def _text(path: str, stdin_text: bytes | None) -> str:
         return "verl"  # unreadable now: keep what lint said rather than hide it
 
 
+# Keys of msprobe's config.json that other JSON files do not use at the top level (`name`, `version`,
+# `scripts`, `step` or `precision` could be anybody's).
+_MSPROBE_MARKS = frozenset({"task", "level", "dump_path", "async_dump", "dump_enable", "statistics", "tensor",
+                            "acc_check", "nan_check", "diff_check", "overflow_check", "free_benchmark"})
+
+
+def is_msprobe_config_text(path: str, text: str) -> bool:
+    """Whether a JSON file given to the hook is an msprobe config (see the module docstring)."""
+    import json
+
+    try:
+        data = json.loads(text)
+    except ValueError:  # broken JSON (or an integer past Python's digit limit): msprobe's only by name
+        return "msprobe" in os.path.basename(path).lower()
+    return isinstance(data, dict) and not _MSPROBE_MARKS.isdisjoint(data)
+
+
 def skip_non_verl(results: list[FileResult], stdin_text: bytes | None = None) -> list[FileResult]:
-    """The results, with the findings of every file that is not a verl script dropped."""
+    """The results, with the findings of every file that is neither a verl script nor an msprobe
+    config dropped."""
     for result in results:
-        if result.error or not any(finding.code == "RL001" for finding in result.findings):
+        if result.error:
             continue
-        if not names_verl(_text(result.path, stdin_text)):
-            result.findings = []
+        if is_config_path(result.path):
+            if not is_msprobe_config_text(result.path, _text(result.path, stdin_text)):
+                result.findings = []
+        elif any(finding.code == "RL001" for finding in result.findings):
+            if not names_verl(_text(result.path, stdin_text)):
+                result.findings = []
     return results
 
 
