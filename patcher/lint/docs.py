@@ -255,14 +255,21 @@ def page_for(code: str) -> Page | None:
     return None if rule is None else patch_page(rule)
 
 
-def docs_url(code: str, base: str | None = None) -> str:
-    """Where a rule's page is: `{base}/rules/CODE.html` on a built site whose address is configured
-    (`RLPATCH_DOCS_URL`, else `docs-url` in `[tool.rlpatch]`, given as `base`), else the page's path
-    in the rlpatch repository (`docs/rules/CODE.md`): rlpatch has no published site address."""
+def docs_url(code: str, base: str | None = None) -> str | None:
+    """The address of a rule's page on a built docs site, when one is configured (`RLPATCH_DOCS_URL`,
+    else `docs-url` in `[tool.rlpatch]`, given as `base`): `{base}/rules/CODE.html`. None otherwise:
+    rlpatch has no published site, and a path inside its repository means nothing to a user who
+    installed the package."""
     base = os.environ.get(DOCS_URL_ENV) or base
     if base:
         return f"{base.rstrip('/')}/{PAGES_FOLDER}/{code}.html"
-    return f"docs/{PAGES_FOLDER}/{code}.md"
+    return None
+
+
+def docs_pointer(code: str, base: str | None = None) -> str:
+    """Where a reader of a finding finds the rule's page: the configured address, else the command
+    that prints it wherever rlpatch is installed."""
+    return docs_url(code, base) or f"rlpatch rule {code}"
 
 
 # ---- rendering -------------------------------------------------------------------------------------------
@@ -277,7 +284,9 @@ def render_text(page: Page, base: str | None = None) -> str:
             out += ["", _plain(section.text)]
         for example in section.examples:
             out += ["", *_example_text(example)]
-    out += ["", f"Documentation: {docs_url(page.code, base)}"]
+    url = docs_url(page.code, base)
+    if url:
+        out += ["", f"Documentation: {url}"]
     return "\n".join(out).rstrip() + "\n"
 
 

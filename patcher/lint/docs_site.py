@@ -2,8 +2,7 @@
 `--check` says which committed page differs from what the rules say now (exit 1).
 
 `docs/rules/*.md` are generated from the rule modules (`rlpatch.lint.docs`) and committed, so that
-the repository shows them and `docs/rules/CODE.md` (the default `url` of a finding) exists; a test
-checks that they equal this generator's output. Never edit them by hand: edit the rule's docstring
+the repository shows them; a test checks that they equal this generator's output. Never edit them by hand: edit the rule's docstring
 or cases and run `make docs-pages`. mkdocs (`make docs`) builds the site from docs/.
 """
 

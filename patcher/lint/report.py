@@ -25,16 +25,17 @@ SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
 
 def finding_dict(finding: Finding) -> dict:
-    """The stable JSON object of one finding (`--format json`), with the rule page's `url`."""
+    """The stable JSON object of one finding (`--format json`), with the rule page's `url` (null when
+    no docs address is configured: `rlpatch rule CODE` prints the page)."""
     span = finding.span
     return {"code": finding.code, "severity": finding.severity, "message": finding.message, "file": span.file,
             "line": span.line, "column": span.column, "end_line": span.end_line, "end_column": span.end_column,
             "url": rule_url(finding.code, span.file)}
 
 
-def rule_url(code: str, path: str) -> str:
+def rule_url(code: str, path: str) -> str | None:
     """The page of a rule, for a finding in `path`: `RLPATCH_DOCS_URL`, else `docs-url` of the
-    `[tool.rlpatch]` that configures that file, else the page's path in the rlpatch repository."""
+    `[tool.rlpatch]` that configures that file, else None."""
     try:
         base = find_config(os.path.dirname(os.path.abspath(path)) if path != "-" else os.getcwd())[1].get("docs_url")
     except RlpatchError:  # an unreadable pyproject.toml was reported when the file was linted
@@ -89,7 +90,7 @@ def report_full(results: list[FileResult], out: TextIO, color: bool = False) -> 
             out.write(f"  {f.span.line:>4} | {shown(text)}\n       | {' ' * (f.span.column - 1)}{'^' * width}\n")
         for span in f.related:
             out.write(f"  note: see also {shown(span.file)}:{span.line}:{span.column}\n")
-        out.write(f"  docs: {shown(rule_url(f.code, f.span.file))}\n\n")
+        out.write(f"  docs: {shown(rule_url(f.code, f.span.file) or f'rlpatch rule {f.code}')}\n\n")
     _summary(results, out)
 
 
@@ -236,18 +237,20 @@ def sarif_document(results: list[FileResult]) -> dict:
     }
 
 
-def _sarif_rule(cls: type[LintRule], level: str, url: str) -> dict:
-    """A reportingDescriptor; `helpUri` only for an absolute address (SARIF 2.1.0 asks for one), else
-    the page's repository path stays in the help text."""
+def _sarif_rule(cls: type[LintRule], level: str, url: str | None) -> dict:
+    """A reportingDescriptor with the whole rule page in `help.markdown` (GitHub code scanning renders
+    it beside the alert: no address needed); `helpUri` only for a configured absolute address."""
+    from rlpatch.lint.docs import lint_page, render_markdown
+
     rule = {
         "id": cls.code,
         "name": cls.__name__,
         "shortDescription": {"text": cls.summary},
         "fullDescription": {"text": " ".join(cls.why().split()) or cls.summary},
-        "help": {"text": cls.documentation()},
+        "help": {"text": cls.documentation(), "markdown": render_markdown(lint_page(cls))},
         "defaultConfiguration": {"level": level},
     }
-    if "://" in url:
+    if url and "://" in url:
         rule["helpUri"] = url
     return rule
 
