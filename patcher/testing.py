@@ -33,10 +33,11 @@ def hydra_case_options(**more: object) -> dict[str, object]:
 
 
 def lint_case(rule_cls: type[LintRule], case: Case, directory: str | None = None) -> list[Finding]:
-    """Lint one Case in a temporary directory with only `rule_cls` selected; its findings."""
+    """Lint one Case in a temporary directory with only `rule_cls` selected (every rule, for a rule
+    that judges the others' findings); its findings."""
     import tempfile
 
-    from rlpatch.lint.engine import lint_path
+    from rlpatch.lint.engine import lint_path, select_rules
 
     with tempfile.TemporaryDirectory(prefix="rlpatch-case-") as tmp:
         base = directory or tmp
@@ -48,7 +49,8 @@ def lint_case(rule_cls: type[LintRule], case: Case, directory: str | None = None
         script = os.path.join(base, "run.sh")
         with open(script, "w", encoding="utf-8") as handle:
             handle.write(case.script)
-        result = lint_path(script, case_lint_options(case), [rule_cls()])
+        rules = select_rules(None, None) if rule_cls.cases_need_every_rule else [rule_cls()]
+        result = lint_path(script, case_lint_options(case), rules)
         if result.error:
             raise AssertionError(result.error)
         return [f for f in result.findings if f.code == rule_cls.code]

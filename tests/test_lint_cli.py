@@ -187,6 +187,26 @@ def test_directive_suppressions(repo: Path) -> None:
     assert rlpatch("lint", "s.sh", cwd=repo)[0] == 0
 
 
+def test_same_line_suppressions_and_rl005(repo: Path) -> None:
+    """The same-line form silences the command it ends; only real comments are directives; RL005 names
+    an unknown code and a code that silences nothing (a warning: the exit stays 0)."""
+    script = repo / "s.sh"
+    script.write_text(BAD.rstrip("\n") + "  # rlpatch: disable=RL101\n")
+    assert rlpatch("lint", "s.sh", cwd=repo)[0] == 0
+    quoted = BAD.rstrip("\n") + " data.note='# rlpatch: disable=RL101'\n"  # inside a quoted value: no directive
+    script.write_text(quoted)
+    assert rlpatch("lint", "--select", "RL101", "s.sh", cwd=repo)[0] == 1
+    script.write_text("# rlpatch: disable=RL101,RL999\n" + BAD)
+    code, out = rlpatch("lint", "--format", "json", "s.sh", cwd=repo)[:2]
+    (finding,) = [f for f in json.loads(out) if f["code"] == "RL005"]
+    assert code == 0 and (finding["line"], finding["column"]) == (1, 26)
+    assert "unknown rule code 'RL999'" in finding["message"]
+    script.write_text("# rlpatch: disable=RL101,RL003\n" + BAD)
+    (finding,) = [f for f in json.loads(rlpatch("lint", "--format", "json", "s.sh", cwd=repo)[1]) if f["code"] == "RL005"]
+    assert finding["column"] == 26 and "unused suppression: RL003" in finding["message"]
+    assert rlpatch("lint", "--format", "json", "--select", "RL005,RL101", "s.sh", cwd=repo)[1].strip() == "[]"
+
+
 def test_pyproject_config_discovery(repo: Path) -> None:
     (repo / "pyproject.toml").write_text('[tool.rlpatch]\nignore = ["RL101"]\n')
     assert rlpatch("lint", "scripts/bad.sh", cwd=repo)[0] == 0

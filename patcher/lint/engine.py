@@ -12,12 +12,12 @@ those checking the file the file's. Rules come only from the registry (the `rlNN
 from __future__ import annotations
 
 import os
-import re
 from typing import Iterator, NamedTuple, Union
 
 from rlpatch import registry
 from rlpatch.errors import InputError
 from rlpatch.lint.rule import SEVERITY_RANK, Facts, FileContext, Finding, LintContext, LintOptions, LintRule, Skipped
+from rlpatch.lint.suppressions import Suppressions
 from rlpatch.shell.api import Evaluation, Run, SourceFile, Span, script_runs
 from rlpatch.upstream.api import Version
 
@@ -150,9 +150,11 @@ def lint_source(source: SourceFile, options: LintOptions, rules: Rules) -> FileR
             if rule.applies_to(mode):
                 rule.check(LintContext(rule, run, options, findings, skipped, run_facts))
     file_facts = Facts()
+    suppress = Suppressions.of(source, parsed, registry.lint_rule_codes())
+    checked = frozenset(rule.code for rule in rules)
     for rule in sorted(rules, key=lambda r: r.after_others):
-        rule.check_file(FileContext(rule, source, evaluation, runs, options, findings, skipped, file_facts))
-    suppress = Suppressions.of(source, parsed)
+        rule.check_file(FileContext(rule, source, evaluation, runs, options, findings, skipped, file_facts,
+                                    suppressions=suppress, checked_codes=checked))
     unique = merge_paths({f for f in findings if not suppress.silences(f)})
     return FileResult(source.path, unique, runs, None, evaluation)
 
@@ -340,75 +342,6 @@ def exit_code(results: list[FileResult], fail_on: str, exit_zero: bool) -> int:
     threshold = SEVERITY_RANK[fail_on]
     failing = any(SEVERITY_RANK[f.severity] >= threshold for r in results for f in r.findings)
     return 1 if failing else 0
-
-
-# ---- directive comments ------------------------------------------------------------------------
-def _directive_re() -> re.Pattern[str]:
-    return re.compile(r"^[ \t]*#[ \t]*rlpatch:[ \t]*(disable-file|disable)[ \t]*=[ \t]*([A-Za-z0-9_, \t]+)", re.M)
-_STATEMENT_TYPES = {
-    "command", "variable_assignment", "declaration_command", "list", "pipeline", "redirected_statement",
-    "if_statement", "for_statement", "while_statement", "case_statement", "function_definition",
-    "compound_statement", "subshell", "unset_command", "test_command", "c_style_for_statement", "negated_command",
-}
-
-
-class Suppressions:
-    """`# rlpatch: disable=CODES` on its own line silences the next command (all its lines);
-    `# rlpatch: disable-file=CODES` before the first command silences the whole file."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.file_codes: set[str] = set()
-        self.ranges: list[tuple[int, int, set[str]]] = []
-
-    @classmethod
-    def of(cls, source: SourceFile, parsed) -> "Suppressions":
-        result = cls(source.path)
-        # The substring test first: most scripts have no directive, and the pattern need not compile.
-        directives = list(_directive_re().finditer(source.text)) if "rlpatch:" in source.text else []
-        if not directives:
-            return result
-        statements = _statement_lines(parsed.tree.root_node)
-        first_command = min((start for start, _ in statements), default=1 << 30)
-        for match in directives:
-            line = source.text.count("\n", 0, match.start()) + 1
-            codes = {code.strip().upper() for code in re.split(r"[,\s]+", match.group(2)) if code.strip()}
-            if match.group(1) == "disable-file":
-                if line < first_command:
-                    result.file_codes |= codes
-                continue
-            following = [(start, end) for start, end in statements if start > line]
-            if following:
-                start = min(s for s, _ in following)
-                end = max(e for s, e in following if s == start)
-                result.ranges.append((start, end, codes))
-        return result
-
-    def silences(self, finding: Finding) -> bool:
-        if _code_in(finding.code, self.file_codes):
-            return True
-        for span in (finding.span, *finding.related):
-            if span.file != self.path:
-                continue
-            for start, end, codes in self.ranges:
-                if start <= span.line <= end and _code_in(finding.code, codes):
-                    return True
-        return False
-
-
-def _code_in(code: str, codes: set[str]) -> bool:
-    return "ALL" in codes or any(code.startswith(c) for c in codes)
-
-
-def _statement_lines(root) -> list[tuple[int, int]]:
-    lines: list[tuple[int, int]] = []
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        if node.type in _STATEMENT_TYPES:
-            lines.append((node.start_point[0] + 1, node.end_point[0] + 1))
-        stack.extend(child for child in node.children if child.is_named)
-    return lines
 
 
 __all__ = ["CodeFilter", "FileResult", "LintTask", "RuleSet", "Span", "exit_code", "lint_path", "lint_paths", "lint_source",

@@ -47,6 +47,7 @@ from rlpatch.shell.api import NEWEST_VERL, Span
 from rlpatch.upstream.api import Version
 
 if TYPE_CHECKING:
+    from rlpatch.lint.suppressions import Suppressions
     from rlpatch.shell.api import Evaluation, Run, Setting, SourceFile
 
 Severity = Literal["error", "warning", "info"]
@@ -253,11 +254,14 @@ class FileContext(_Reporter):
 
     def __init__(self, rule: "LintRule", source: "SourceFile", evaluation: "Evaluation", runs: list["Run"],
                  options: LintOptions, findings: list[Finding], skipped: list[Skipped],
-                 facts: Facts | None = None) -> None:
+                 facts: Facts | None = None, *, suppressions: "Suppressions | None" = None,
+                 checked_codes: frozenset[str] = frozenset()) -> None:
         super().__init__(rule, options, findings, skipped, source.path, facts)
         self.source = source
         self.evaluation = evaluation
         self.runs = runs
+        self.suppressions = suppressions  # the script's `# rlpatch: disable=` comments (RL005 reads them)
+        self.checked_codes = checked_codes  # the codes of the rules that checked this script
 
 
 class LintRule:
@@ -270,6 +274,7 @@ class LintRule:
     VALID: ClassVar[Sequence[Case]] = ()
     INVALID: ClassVar[Sequence[Case]] = ()
     after_others: ClassVar[bool] = False  # check_file runs after every other rule's (RL002 summarises them)
+    cases_need_every_rule: ClassVar[bool] = False  # its cases are linted with every rule selected (RL005 judges theirs)
 
     def check(self, ctx: LintContext) -> None:
         """Called once per verl launch whose mode is in `modes`."""
