@@ -207,6 +207,42 @@ def test_same_line_suppressions_and_rl005(repo: Path) -> None:
     assert rlpatch("lint", "--format", "json", "--select", "RL005,RL101", "s.sh", cwd=repo)[1].strip() == "[]"
 
 
+TP3 = "python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.tensor_model_parallel_size=3\n"  # RL401
+
+
+def test_exclude_gitignore_per_file_ignores_and_extend_select(tmp_path: Path) -> None:
+    """[tool.rlpatch] as ruff's: exclude (walks; named files only with --force-exclude), .gitignore in a
+    work tree, per-file-ignores, extend-select, and --config FILE."""
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    for name in ("build/a.sh", "old/b.sh", "scripts/c.sh", "scripts/d_old.sh", "scripts/e.sh"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(TP3)
+    (tmp_path / ".gitignore").write_text("build/\n")
+    (tmp_path / "pyproject.toml").write_text('[tool.rlpatch]\nexclude = ["old", "*_old.sh"]\n'
+                                             'per-file-ignores = { "scripts/c.sh" = ["RL4"] }\n')
+
+    def files(*args: str) -> list[str]:
+        out = rlpatch("lint", "--format", "json", *args, cwd=tmp_path)[1]
+        return sorted({f["file"] for f in json.loads(out)})
+
+    assert files(".") == ["scripts/e.sh"]
+    assert files("--no-respect-gitignore", ".") == ["build/a.sh", "scripts/e.sh"]
+    assert files("old/b.sh") == ["old/b.sh"]  # named: linted, as ruff does
+    assert files("--force-exclude", "old/b.sh", "scripts/e.sh") == ["scripts/e.sh"]
+    subprocess.run(["git", "-C", str(tmp_path), "add", "-f", "build/a.sh"], check=True)
+    assert files(".") == ["build/a.sh", "scripts/e.sh"]  # a tracked file is never ignored
+    (tmp_path / "only.toml").write_text('select = ["RL1"]\nextend-select = ["RL401"]\n')
+    assert files("--config", "only.toml", "old/b.sh") == ["old/b.sh"]  # another file's settings: nothing excluded
+    settings = rlpatch("lint", "--config", "only.toml", "--show-settings", "old/b.sh", cwd=tmp_path)[1]
+    assert "config file: only.toml\n" in settings and "select: RL1,RL401\n" in settings
+    (tmp_path / "bad.toml").write_text('per-file-ignores = { "x" = ["RL999"] }\n')
+    code, _, err = rlpatch("lint", "--config", "bad.toml", "scripts/e.sh", cwd=tmp_path)
+    assert code == 2 and err == "rlpatch: error: bad.toml per-file-ignores: unknown rule code or prefix: RL999\n"
+    code, _, err = rlpatch("lint", "--config", "missing.toml", "scripts/e.sh", cwd=tmp_path)
+    assert code == 2 and err == "rlpatch: error: --config missing.toml: no such file\n"
+    assert rlpatch("lint", "--config", "only.toml", "--no-config", "scripts/e.sh", cwd=tmp_path)[0] == 2
+
+
 def test_pyproject_config_discovery(repo: Path) -> None:
     (repo / "pyproject.toml").write_text('[tool.rlpatch]\nignore = ["RL101"]\n')
     assert rlpatch("lint", "scripts/bad.sh", cwd=repo)[0] == 0

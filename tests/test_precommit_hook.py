@@ -65,7 +65,7 @@ def test_hook_definition() -> None:
     assert definition["types_or"] == ["shell", "json"] and "types" not in definition
     assert definition["require_serial"] is True  # one process, one summary: lint parallelises itself
     assert definition["language"] == "python"
-    assert shlex.split(definition["entry"]) == ["rlpatch", "lint", "--skip-non-verl"]
+    assert shlex.split(definition["entry"]) == ["rlpatch", "lint", "--skip-non-verl", "--force-exclude"]
 
 
 def test_hook_entry_on_a_sample_repo(sample_repo: Path) -> None:

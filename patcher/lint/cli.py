@@ -60,7 +60,15 @@ def _common(function, rollout_roots: bool = True):
 @click.option("--format", "output_format", type=click.Choice(["concise", "full", "json", "github", "sarif"]), default="concise",
               show_default=True)
 @click.option("--select", multiple=True, help="Rule codes or prefixes to run (comma separated; default ALL).")
+@click.option("--extend-select", multiple=True, help="Rule codes or prefixes to run besides the selection.")
 @click.option("--ignore", multiple=True, help="Rule codes or prefixes to skip.")
+@click.option("--config", "config_file", metavar="FILE",
+              help="Read settings from FILE (its [tool.rlpatch], else its top level) for every file, instead of "
+                   "the nearest pyproject.toml.")
+@click.option("--force-exclude", is_flag=True,
+              help="Apply [tool.rlpatch] exclude to files named on the command line too (for pre-commit).")
+@click.option("--respect-gitignore/--no-respect-gitignore", default=None,
+              help="Leave out of a directory walk what git ignores (default: on, or respect-gitignore).")
 @click.option("--fail-on", type=click.Choice(["E", "W", "I", "error", "warning", "info"], case_sensitive=False),
               help="Lowest severity that fails (default E).")
 @click.option("--severity", "-S", type=click.Choice(["error", "warning", "info"], case_sensitive=False),
@@ -91,6 +99,8 @@ def lint_cmd(ctx: click.Context, files: tuple[str, ...], **values: Any) -> int:
     passed to the script as "$@".
     """
     script = _script_options(ctx, values)
+    if values["config_file"] is not None and values["no_config"]:
+        raise click.UsageError("--config and --no-config: give one of them")
     command = LintCommand(files=files, script=script, **values)
     outcome = run_lint(command)
     for warning in outcome.warnings:

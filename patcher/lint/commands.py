@@ -18,7 +18,7 @@ import sys
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from rlpatch.errors import InputError
-from rlpatch.lint.config import find_config
+from rlpatch.lint.config import find_config, read_config_file, table_base, table_name
 from rlpatch.lint.options import ScriptOptions, options_for, split_list
 from rlpatch.lint.rule import LintOptions
 from rlpatch.output.api import write_output
@@ -40,8 +40,12 @@ class LintCommand(NamedTuple):
     files: tuple[str, ...] = ()  # as given: `-` is stdin, a directory its *.sh files, none the current one
     script: ScriptOptions = ScriptOptions()
     no_config: bool = False
+    config_file: str | None = None  # --config FILE: this table for every file, instead of discovery
     select: tuple[str, ...] = ()
+    extend_select: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
+    force_exclude: bool = False  # exclude patterns apply to files named on the command line too
+    respect_gitignore: bool | None = None  # None: [tool.rlpatch] respect-gitignore, else true
     fail_on: str | None = None  # None: [tool.rlpatch] fail-on, else errors
     exit_zero: bool = False
     severity: str | None = None  # the lowest reported; None: all
@@ -98,9 +102,9 @@ def read_stdin() -> bytes:
 def run_lint(command: LintCommand) -> LintOutcome:
     """Lint the command's files, each with the `[tool.rlpatch]` that applies to it (or print the
     settings they would be linted with); InputError for what stops the whole command."""
-    from rlpatch.lint.scope import check_output_file, expand_paths
+    from rlpatch.lint.scope import check_output_file
 
-    files = tuple(expand_paths(command.files or (".",)))
+    files = _files_to_lint(command)
     if command.output_file is not None:
         check_output_file(command.output_file, files)
     if command.statistics and command.output_format not in ("concise", "full", "json"):
@@ -116,6 +120,31 @@ def run_lint(command: LintCommand) -> LintOutcome:
     return LintOutcome(files, tuple(results), warnings, errors, lint_report(command, results), _exit_code(results, fail_on, exit_zero))
 
 
+def _files_to_lint(command: LintCommand) -> tuple[str, ...]:
+    """The command's files with directories walked, then what `exclude` and `.gitignore` leave out
+    (see `rlpatch.lint.file_selection`)."""
+    from rlpatch.lint.scope import expand_paths
+
+    files, walked = expand_paths(command.files or (".",))
+    kept = []
+    for table, paths in _groups(tuple(files), command.no_config, command.config_file):
+        patterns = split_list(table.get("exclude")) or []
+        respect = command.respect_gitignore if command.respect_gitignore is not None else table.get("respect_gitignore", True)
+        if patterns:
+            from rlpatch.lint.file_selection import excluded
+
+            base = table_base(table)
+            paths = [p for p in paths if not ((p in walked or command.force_exclude) and excluded(p, patterns, base))]
+        if respect and walked:
+            from rlpatch.lint.file_selection import git_ignored
+
+            ignored = git_ignored(p for p in paths if p in walked)
+            paths = [p for p in paths if p not in ignored]
+        kept.extend(paths)
+    keep = set(kept)
+    return tuple(path for path in files if path in keep)
+
+
 def _exit_code(results: list[FileResult], fail_on: str, exit_zero: bool) -> int:
     from rlpatch.lint.engine import exit_code
 
@@ -125,7 +154,7 @@ def _exit_code(results: list[FileResult], fail_on: str, exit_zero: bool) -> int:
 def _lint_groups(command: LintCommand, files: tuple[str, ...]) -> tuple[list[FileResult], str, bool]:
     """Every file's result (findings kept at `--severity`), in the order of the config groups, with
     the fail-on and exit-zero that apply (the command line's, else the first table that sets them)."""
-    from rlpatch.lint.engine import FileResult, default_jobs, lint_paths, select_rules
+    from rlpatch.lint.engine import FileResult, check_codes, default_jobs, lint_paths, select_rules
     from rlpatch.lint.report import keep_severity
 
     stdin, stdin_error = None, None
@@ -137,9 +166,11 @@ def _lint_groups(command: LintCommand, files: tuple[str, ...]) -> tuple[list[Fil
     tasks: list[LintTask] = []
     fail = FAIL_ON[command.fail_on.upper()] if command.fail_on else None
     zero = command.exit_zero
-    for table, paths in _groups(files, command.no_config):
+    for table, paths in _groups(files, command.no_config, command.config_file):
         options = options_for(command.script, table)
-        rules = select_rules(*_selection(command.select, command.ignore, table))
+        rules = select_rules(*_selection(command, table))
+        for codes in (table.get("per_file_ignores") or {}).values():
+            check_codes(split_list(codes) or [], f"{table_name(table)} per-file-ignores")
         fail = fail or FAIL_ON[str(table.get("fail_on", "E")).upper()]
         zero = zero or bool(table.get("exit_zero"))
         tasks.extend((path, options, rules) for path in paths if not (path == "-" and stdin_error))
@@ -148,6 +179,7 @@ def _lint_groups(command: LintCommand, files: tuple[str, ...]) -> tuple[list[Fil
         from rlpatch.lint.scope import skip_non_verl
 
         results = skip_non_verl(results, stdin)
+    results = _per_file_ignores(results, command)
     if stdin_error:
         results.append(FileResult("-", error=stdin_error))
     if command.severity:
@@ -183,23 +215,56 @@ def write_report(text: str, output_file: str | None) -> None:
         raise InputError(f"--output-file {output_file}: {err.strerror or err}") from None
 
 
-def _selection(select: tuple[str, ...], ignore: tuple[str, ...], table: dict[str, Any]) -> tuple[list[str] | None, list[str]]:
+def _selection(command: LintCommand, table: dict[str, Any]) -> tuple[list[str] | None, list[str]]:
     """(select, ignore) layered like ruff: a command-line --select starts over (the table's select
-    and ignore no longer apply); without one, the table's selection stands and --ignore adds to it."""
-    cli_select, cli_ignore = split_list(select), split_list(ignore) or []
+    and ignore no longer apply); without one, the table's selection stands and --ignore adds to it.
+    extend-select (the table's, then the command line's) adds to whichever selection stands."""
+    cli_select, cli_ignore = split_list(command.select), split_list(command.ignore) or []
+    cli_extend = split_list(command.extend_select) or []
     if cli_select:
-        return cli_select, cli_ignore
-    return split_list(table.get("select")), (split_list(table.get("ignore")) or []) + cli_ignore
+        return cli_select + cli_extend, cli_ignore
+    select = split_list(table.get("select"))
+    extend = (split_list(table.get("extend_select")) or []) + cli_extend
+    if select is not None and extend:
+        select = select + extend
+    return select, (split_list(table.get("ignore")) or []) + cli_ignore
 
 
-def _groups(files: tuple[str, ...], no_config: bool) -> list[Group]:
+def _per_file_ignores(results: list[FileResult], command: LintCommand) -> list[FileResult]:
+    """The findings `per-file-ignores` of each file's table drops (codes or prefixes, as --ignore)."""
+    if command.no_config:
+        return results
+    from rlpatch.lint.file_selection import ignored_codes
+
+    for result in results:
+        table = _table_for(result.path, command.no_config, command.config_file)[1]
+        per_file = table.get("per_file_ignores")
+        if not per_file or result.error:
+            continue
+        codes = ignored_codes(result.path, {p: split_list(c) or [] for p, c in per_file.items()}, table_base(table))
+        if codes:
+            result.findings = [f for f in result.findings if not any(f.code.startswith(code) for code in codes)]
+    return results
+
+
+def _table_for(path: str, no_config: bool, config_file: str | None) -> tuple[str | None, dict[str, Any]]:
+    """(config file, table) that applies to `path`: none, `--config FILE`, else the nearest one."""
+    if no_config:
+        return None, {}
+    if config_file is not None:
+        return config_file, read_config_file(config_file)
+    directory = os.getcwd() if path == "-" else os.path.dirname(os.path.abspath(path))
+    return find_config(directory)
+
+
+def _groups(files: tuple[str, ...], no_config: bool, config_file: str | None = None) -> list[Group]:
     """Files grouped by the [tool.rlpatch] table that applies to them (in command-line order)."""
     groups: dict[str | None, Group] = {}
     for path in files:
         key: str | None
         table: dict[str, Any]
-        if no_config:
-            key, table = None, {}
+        if no_config or config_file is not None:
+            key, table = _table_for(path, no_config, config_file)
         else:
             directory = os.getcwd() if path == "-" else os.path.dirname(os.path.abspath(path))
             key, table = find_config(directory)
@@ -209,16 +274,17 @@ def _groups(files: tuple[str, ...], no_config: bool) -> list[Group]:
 
 def settings_text(command: LintCommand, files: tuple[str, ...]) -> str:
     """`--show-settings`: the settings each group of files is linted with (one block per config file)."""
-    groups = _groups(files, command.no_config) if files else [_cwd_group(command.no_config)]
+    groups = _groups(files, command.no_config, command.config_file) if files else [
+        _cwd_group(command.no_config, command.config_file)]
     return "\n".join(_settings_block(command, table, paths) for table, paths in groups)
 
 
 def _settings_block(command: LintCommand, table: dict[str, Any], paths: list[str]) -> str:
     script = command.script
     options = options_for(script, table)
-    chosen, skipped = _selection(command.select, command.ignore, table)
+    chosen, skipped = _selection(command, table)
     fail = FAIL_ON[command.fail_on.upper()] if command.fail_on else FAIL_ON[str(table.get("fail_on", "E")).upper()]
-    config = "none (--no-config)" if command.no_config else (table.get("__path__") or _config_path(paths))
+    config = "none (--no-config)" if command.no_config else (command.config_file or _config_path(paths))
     lines = [
         ("config file", config),
         ("files", str(len(paths))),
@@ -243,8 +309,8 @@ def _settings_block(command: LintCommand, table: dict[str, Any], paths: list[str
     return "".join(f"{key}: {value}\n" for key, value in lines)
 
 
-def _cwd_group(no_config: bool) -> Group:
-    return ({} if no_config else find_config(os.getcwd())[1]), []
+def _cwd_group(no_config: bool, config_file: str | None = None) -> Group:
+    return _table_for("-", no_config, config_file)[1], []
 
 
 def _config_path(paths: list[str]) -> str:

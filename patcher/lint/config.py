@@ -1,9 +1,12 @@
 """`[tool.rlpatch]` in pyproject.toml, found by walking up from each linted file (like Ruff).
 
-The nearest pyproject.toml that has a `[tool.rlpatch]` table wins; keys may be spelled with `-`
-or `_`: select, ignore, fail-on, mode, verl-version, verl-root, allow-level, env (a table or a
-list of KEY=VAL), config-root, docs-url (where the rule pages are published: the `url` of each
-finding, `rlpatch.lint.docs.docs_url`). Command-line options override it.
+The nearest pyproject.toml that has a `[tool.rlpatch]` table wins (or the file given with `--config
+FILE`: its `[tool.rlpatch]`, else its top level, as a `ruff.toml` is read); keys may be spelled with `-`
+or `_`: select, extend-select, ignore, per-file-ignores, exclude, respect-gitignore, fail-on, mode,
+verl-version, verl-root, allow-level, env (a table or a list of KEY=VAL), config-root, docs-url (where
+the rule pages are published: the `url` of each finding, `rlpatch.lint.docs.docs_url`). Command-line
+options override it. The table keeps the path of its file as `__path__`: exclude and
+per-file-ignores patterns are relative to that file's folder.
 """
 
 from __future__ import annotations
@@ -16,7 +19,20 @@ from typing import Any
 from rlpatch.errors import InputError
 
 KNOWN_KEYS = {"select", "ignore", "fail_on", "mode", "verl_version", "verl_root", "allow_level", "env", "config_root",
-              "exit_zero", "docs_url"}
+              "exit_zero", "docs_url", "extend_select", "exclude", "per_file_ignores", "respect_gitignore"}
+PATH_KEY = "__path__"  # the file the table was read from (not a user key)
+
+
+def table_base(table: dict[str, Any]) -> str:
+    """The folder exclude and per-file-ignores patterns are relative to (the current one without a file)."""
+    path = table.get(PATH_KEY)
+    return os.path.dirname(os.path.abspath(path)) if path else os.getcwd()
+
+
+def table_name(table: dict[str, Any]) -> str:
+    """How messages name a table: `FILE: [tool.rlpatch]`, or FILE for a dedicated config file."""
+    path = str(table.get(PATH_KEY, "pyproject.toml"))
+    return path if table.get("__top_level__") else f"{path}: [tool.rlpatch]"
 
 
 def _toml_loads(text: str) -> dict[str, Any]:
@@ -51,7 +67,16 @@ MAX_PYPROJECT_BYTES = 1024 * 1024
 _FAIL_ON = ("E", "W", "I", "ERROR", "WARNING", "INFO")
 
 
-def _read_table(path: str) -> dict[str, Any] | None:
+@lru_cache(maxsize=16)
+def read_config_file(path: str) -> dict[str, Any]:
+    """`--config FILE`: its `[tool.rlpatch]` table, else its top level (a dedicated TOML file)."""
+    if not os.path.isfile(path):
+        raise InputError(f"--config {path}: no such file")
+    table = _read_table(path, top_level=True)
+    return table if table is not None else {PATH_KEY: path, "__top_level__": True}
+
+
+def _read_table(path: str, top_level: bool = False) -> dict[str, Any] | None:
     from rlpatch.shell.api import read_regular
 
     try:
@@ -63,6 +88,11 @@ def _read_table(path: str) -> dict[str, Any] | None:
         raise InputError(f"{path}: cannot read [tool.rlpatch] ({reason})") from None
     tool = data.get("tool", {})
     table = tool.get("rlpatch") if isinstance(tool, dict) else None
+    if table is None and top_level and os.path.basename(path) != "pyproject.toml":
+        table = {key: value for key, value in data.items() if key != "tool"}
+        top = True
+    else:
+        top = False
     if table is None:
         return None
     if not isinstance(table, dict):
@@ -75,6 +105,9 @@ def _read_table(path: str) -> dict[str, Any] | None:
         problem = _type_problem(key, value)
         if problem:
             raise InputError(f"{path}: [tool.rlpatch] {key.replace('_', '-')} {problem}")
+    normalised[PATH_KEY] = path
+    if top:
+        normalised["__top_level__"] = True
     return normalised
 
 
@@ -90,7 +123,7 @@ def _strings(value: Any) -> bool:
 def _type_problem(key: str, value: Any) -> str | None:
     """What is wrong with the type (or value) of one key, or None. The values themselves (rule codes,
     modes, versions, paths) are checked where they are used, with the same messages as the options."""
-    if key in ("select", "ignore", "allow_level"):
+    if key in ("select", "ignore", "allow_level", "extend_select", "exclude"):
         return None if _strings(value) else f"must be a string or an array of strings, not {_kind(value)}"
     if key in ("mode", "verl_version", "verl_root", "config_root"):
         return None if isinstance(value, str) else f"must be a string, not {_kind(value)}"
@@ -98,7 +131,12 @@ def _type_problem(key: str, value: Any) -> str | None:
         if not isinstance(value, str) or value.upper() not in _FAIL_ON:
             return f"must be one of \"E\", \"W\", \"I\" (or error, warning, info), not {value!r}"
         return None
-    if key == "exit_zero":
+    if key == "per_file_ignores":
+        if not isinstance(value, dict):
+            return f"must be a table (\"PATTERN\" = [\"CODE\", ...]), not {_kind(value)}"
+        wrong = [pattern for pattern, codes in value.items() if not _strings(codes)]
+        return f"{wrong[0]!r} must be a string or an array of strings" if wrong else None
+    if key in ("exit_zero", "respect_gitignore"):
         return None if isinstance(value, bool) else f"must be true or false, not {_kind(value)}"
     if key == "env":
         scalar = (str, int)

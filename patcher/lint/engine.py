@@ -115,11 +115,18 @@ def select_rules(select: list[str] | None, ignore: list[str] | None) -> RuleSet:
     """Ruff-style selection by code prefix (`RL2` selects RL2xx, `ALL` everything)."""
     select = [s.strip().upper() for s in (select or ["ALL"]) if s.strip()]
     ignore = [s.strip().upper() for s in (ignore or []) if s.strip()]
-    known = registry.lint_rule_codes()
-    for selector in select + ignore:
-        if selector != "ALL" and not any(code.startswith(selector) for code in known):
-            raise InputError(f"unknown rule code or prefix: {selector}")
+    check_codes(select + ignore)
     return RuleSet(CodeFilter(tuple(select), tuple(ignore)))
+
+
+def check_codes(selectors: list[str], where: str = "") -> None:
+    """InputError for a selector that is no rule's code or prefix (nor ALL)."""
+    known = registry.lint_rule_codes()
+    for selector in selectors:
+        selector = selector.strip().upper()
+        if selector != "ALL" and not any(code.startswith(selector) for code in known):
+            raise InputError(f"{where}: unknown rule code or prefix: {selector}" if where else
+                             f"unknown rule code or prefix: {selector}")
 
 
 # ---- linting ---------------------------------------------------------------------------------------
@@ -344,5 +351,5 @@ def exit_code(results: list[FileResult], fail_on: str, exit_zero: bool) -> int:
     return 1 if failing else 0
 
 
-__all__ = ["CodeFilter", "FileResult", "LintTask", "RuleSet", "Span", "exit_code", "lint_path", "lint_paths", "lint_source",
+__all__ = ["CodeFilter", "check_codes", "FileResult", "LintTask", "RuleSet", "Span", "exit_code", "lint_path", "lint_paths", "lint_source",
            "rule_by_code", "rule_classes", "select_rules"]

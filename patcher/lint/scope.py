@@ -79,19 +79,24 @@ def _skipped(name: str) -> bool:
     return name.startswith(".") or name in SKIPPED_DIRS
 
 
-def expand_paths(paths: list[str] | tuple[str, ...]) -> list[str]:
-    """The files to lint: an explicit file (or `-`) as given, whatever its name; a directory, its
-    `*.sh` files recursively in sorted order, hidden and vendored folders skipped. A path that does
-    not exist is kept, so it is reported as an unreadable input."""
+def expand_paths(paths: list[str] | tuple[str, ...]) -> tuple[list[str], set[str]]:
+    """The files to lint, and which of them a directory walk found: an explicit file (or `-`) as
+    given, whatever its name; a directory, its `*.sh` files recursively in sorted order, hidden and
+    vendored folders skipped. A path that does not exist is kept, so it is reported as an unreadable
+    input."""
     files: list[str] = []
+    walked: set[str] = set()
     for path in paths:
         if path == "-" or not os.path.isdir(path):
             files.append(path)
             continue
         for root, dirs, names in os.walk(path):
             dirs[:] = sorted(name for name in dirs if not _skipped(name))
-            files.extend(os.path.normpath(os.path.join(root, name)) for name in sorted(names) if name.endswith(".sh"))
-    return list(dict.fromkeys(files))  # `rlpatch lint . run.sh`: run.sh once
+            found = [os.path.normpath(os.path.join(root, name)) for name in sorted(names) if name.endswith(".sh")]
+            files.extend(found)
+            walked.update(found)
+    unique = list(dict.fromkeys(files))  # `rlpatch lint . run.sh`: run.sh once
+    return unique, walked - set(paths)
 
 
 def check_output_file(output: str, inputs: tuple[str, ...] | list[str]) -> None:
