@@ -19,6 +19,12 @@ from types import ModuleType
 
 from rlpatch.rules._lint_modes import LINT_RULE_MODES
 
+# The lint rule families, by the hundreds digit of their codes (SARIF tags them; the docs group them).
+LINT_FAMILIES: dict[str, str] = {
+    "RL0": "script", "RL1": "msprobe-collection", "RL2": "training-inference-consistency",
+    "RL3": "hydra-config", "RL4": "parallel-sizes", "RL5": "msprobe-config", "RL6": "upstream-versions",
+}
+
 # The patch rules, in registry order.
 PATCH_RULE_MODULES: tuple[str, ...] = (
     "verl_engine_fsdp",

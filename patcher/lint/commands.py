@@ -184,6 +184,11 @@ def _lint_groups(command: LintCommand, files: tuple[str, ...]) -> tuple[list[Fil
         results.append(FileResult("-", error=stdin_error))
     if command.severity:
         results = keep_severity(results, command.severity.lower())
+    elif command.output_format == "sarif":  # code scanning: each info would become an alert
+        for result in results:
+            lowest = _table_for(result.path, command.no_config, command.config_file)[1].get("sarif_severity")
+            if lowest:
+                keep_severity([result], str(lowest).lower())
     return results, fail or "error", zero
 
 

@@ -2,7 +2,8 @@
 
 The nearest pyproject.toml that has a `[tool.rlpatch]` table wins (or the file given with `--config
 FILE`: its `[tool.rlpatch]`, else its top level, as a `ruff.toml` is read); keys may be spelled with `-`
-or `_`: select, extend-select, ignore, per-file-ignores, exclude, respect-gitignore, fail-on, mode,
+or `_`: select, extend-select, ignore, per-file-ignores, exclude, respect-gitignore, fail-on,
+sarif-severity (the lowest severity `--format sarif` writes, when -S is not given), mode,
 verl-version, verl-root, allow-level, env (a table or a list of KEY=VAL), config-root, docs-url (where
 the rule pages are published: the `url` of each finding, `rlpatch.lint.docs.docs_url`). Command-line
 options override it. The table keeps the path of its file as `__path__`: exclude and
@@ -19,7 +20,8 @@ from typing import Any
 from rlpatch.errors import InputError
 
 KNOWN_KEYS = {"select", "ignore", "fail_on", "mode", "verl_version", "verl_root", "allow_level", "env", "config_root",
-              "exit_zero", "docs_url", "extend_select", "exclude", "per_file_ignores", "respect_gitignore"}
+              "exit_zero", "docs_url", "extend_select", "exclude", "per_file_ignores", "respect_gitignore",
+              "sarif_severity"}
 PATH_KEY = "__path__"  # the file the table was read from (not a user key)
 
 
@@ -127,6 +129,10 @@ def _type_problem(key: str, value: Any) -> str | None:
         return None if _strings(value) else f"must be a string or an array of strings, not {_kind(value)}"
     if key in ("mode", "verl_version", "verl_root", "config_root"):
         return None if isinstance(value, str) else f"must be a string, not {_kind(value)}"
+    if key == "sarif_severity":
+        if not isinstance(value, str) or value.lower() not in ("error", "warning", "info"):
+            return f"must be one of \"error\", \"warning\", \"info\", not {value!r}"
+        return None
     if key == "fail_on":
         if not isinstance(value, str) or value.upper() not in _FAIL_ON:
             return f"must be one of \"E\", \"W\", \"I\" (or error, warning, info), not {value!r}"

@@ -266,10 +266,10 @@ def docs_url(code: str, base: str | None = None) -> str | None:
     return None
 
 
-def docs_pointer(code: str, base: str | None = None) -> str:
-    """Where a reader of a finding finds the rule's page: the configured address, else the command
-    that prints it wherever rlpatch is installed."""
-    return docs_url(code, base) or f"rlpatch rule {code}"
+def docs_home(base: str | None = None) -> str | None:
+    """The docs site's address, when one is configured."""
+    base = os.environ.get(DOCS_URL_ENV) or base
+    return base.rstrip("/") + "/" if base else None
 
 
 # ---- rendering -------------------------------------------------------------------------------------------

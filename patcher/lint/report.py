@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping, TextIO
 from rlpatch import __version__
 from rlpatch.errors import RlpatchError
 from rlpatch.lint.config import find_config
-from rlpatch.lint.docs import docs_url
+from rlpatch.lint.docs import docs_home, docs_url
 from rlpatch.lint.engine import FileResult, rule_classes
 from rlpatch.lint.rule import SEVERITY_LETTER, SEVERITY_RANK, Finding, LintRule
 from rlpatch.output.api import shown
@@ -205,6 +205,7 @@ def sarif_document(results: list[FileResult]) -> dict:
     index = {cls.code: i for i, cls in enumerate(classes)}
     level = {"error": "error", "warning": "warning", "info": "note"}
     rules = [_sarif_rule(cls, level[cls.severity], rule_url(cls.code, "-")) for cls in classes]
+    fingerprints = _Fingerprints()
 
     def location(span) -> dict:
         return {"physicalLocation": {
@@ -217,6 +218,7 @@ def sarif_document(results: list[FileResult]) -> dict:
     for f in _findings(results):
         result: dict[str, Any] = {"ruleId": f.code, "level": level[f.severity], "message": {"text": f.message},
                   "locations": [location(f.span)]}
+        result["partialFingerprints"] = {"rlpatch/v1": fingerprints.of(f, _uri(f.span.file, root))}
         if f.code in index:
             result["ruleIndex"] = index[f.code]
         if f.related:
@@ -228,13 +230,46 @@ def sarif_document(results: list[FileResult]) -> dict:
         "$schema": SARIF_SCHEMA,
         "version": "2.1.0",
         "runs": [{
-            "tool": {"driver": {"name": "rlpatch", "version": __version__, "rules": rules}},
+            "tool": {"driver": _driver(rules)},
             "originalUriBaseIds": {"%SRCROOT%": {"uri": "file://" + root.rstrip("/") + "/"}},
             "columnKind": "unicodeCodePoints",
             "invocations": [{"executionSuccessful": not notifications, "toolExecutionNotifications": notifications}],
             "results": sarif_results,
         }],
     }
+
+
+def _driver(rules: list[dict]) -> dict:
+    """The tool: `informationUri` only where a docs address is configured (rlpatch has no published
+    site, and SARIF wants an absolute URI)."""
+    driver: dict[str, Any] = {"name": "rlpatch", "version": __version__, "rules": rules}
+    base = find_config(os.getcwd())[1].get("docs_url")
+    home = docs_home(base if isinstance(base, str) else None)
+    if home:
+        driver["informationUri"] = home
+    return driver
+
+
+class _Fingerprints:
+    """`partialFingerprints` that survive unrelated edits: the rule, the file, and the text the finding
+    points at (not its line number), with the occurrence of that same text in the file when it repeats."""
+
+    def __init__(self) -> None:
+        self.lines: dict[str, list[str]] = {}
+        self.seen: dict[str, int] = {}
+
+    def of(self, finding: Finding, uri: str) -> str:
+        import hashlib
+
+        span = finding.span
+        text = _line(self.lines, span.file, span.line) if span.line > 0 else None
+        if text is not None and span.end_line == span.line:
+            text = text[span.column - 1:max(span.end_column - 1, span.column)]
+        flagged = " ".join((text if text is not None else finding.message).split())
+        key = "\0".join((finding.code, uri, flagged))
+        occurrence = self.seen.get(key, 0)
+        self.seen[key] = occurrence + 1
+        return hashlib.sha256(f"{key}\0{occurrence}".encode()).hexdigest()[:32] + ":1"
 
 
 def _sarif_rule(cls: type[LintRule], level: str, url: str | None) -> dict:
@@ -249,10 +284,22 @@ def _sarif_rule(cls: type[LintRule], level: str, url: str | None) -> dict:
         "fullDescription": {"text": " ".join(cls.why().split()) or cls.summary},
         "help": {"text": cls.documentation(), "markdown": render_markdown(lint_page(cls))},
         "defaultConfiguration": {"level": level},
+        "properties": {"tags": _tags(cls)},
     }
     if url and "://" in url:
         rule["helpUri"] = url
     return rule
+
+
+def _tags(cls: type[LintRule]) -> list[str]:
+    """Code scanning filters on these: the rule's family, and the dump modes it checks."""
+    from rlpatch.rules import LINT_FAMILIES
+
+    tags = ["rlpatch", LINT_FAMILIES.get(cls.code[:3], "other")]
+    modes = sorted(cls.modes - {"none"})
+    if len(modes) < 3:
+        tags += [f"mode:{mode}" for mode in modes]
+    return tags
 
 
 def report_sarif(results: list[FileResult], out: TextIO) -> None:
