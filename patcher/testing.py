@@ -56,6 +56,14 @@ def lint_case(rule_cls: type[LintRule], case: Case, directory: str | None = None
         return [f for f in result.findings if f.code == rule_cls.code]
 
 
+def fixed_case(rule_cls: type[LintRule], case: Case) -> str:
+    """The case's script with every fix of this rule's findings applied (unsafe ones too)."""
+    from rlpatch.lint.fixes import apply_fixes
+
+    fixes = [f.fix for f in lint_case(rule_cls, case) if f.fix is not None and f.span.file.endswith("run.sh")]
+    return apply_fixes(case.script, fixes)[0]
+
+
 def case_lint_options(case: Case) -> LintOptions:
     """The LintOptions a Case's `options` stand for (versions and level sets spelled as plain values)."""
     from rlpatch.lint.rule import LintOptions

@@ -42,11 +42,15 @@ class EnforceEager(LintRule):
     INVALID = [
         Case("python3 -m verl.trainer.main_ppo \\\n" + _VLLM +
              "    actor_rollout_ref.rollout.name=vllm \\\n    actor_rollout_ref.rollout.enforce_eager=False\n",
-             expect=[(4, 45)]),
+             expect=[(4, 45)],
+             fixed="python3 -m verl.trainer.main_ppo \\\n" + _VLLM +
+             "    actor_rollout_ref.rollout.name=vllm \\\n    actor_rollout_ref.rollout.enforce_eager=True\n"),
         Case("python3 -m verl.trainer.main_ppo \\\n" + _VLLM + "    actor_rollout_ref.rollout.name=vllm\n",
              expect=[(1, 12)], note="verl's default is False"),
         Case("EAGER=False\npython3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.enforce_eager=$EAGER\n",
-             options={"mode": "consistency"}, expect=[(1, 7)]),
+             options={"mode": "consistency"}, expect=[(1, 7)],
+             fixed="EAGER=True\npython3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.enforce_eager=$EAGER\n",
+             note="an unsafe fix: the variable may be used elsewhere too"),
         Case("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm \\\n"
              "    '+actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config={dump_config_path:\"d.json\"}'\n",
              expect=[(1, 12)], note="the dict form of the dump key (msprobe's docs) is the same key"),

@@ -22,6 +22,7 @@ Write `+key=value` (add) or `++key=value` (add or override).
 
 from __future__ import annotations
 
+from rlpatch.lint.checks import prefix_fix
 from rlpatch.lint.rule import Case, LintContext, LintRule
 
 _KEY = "actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config.dump_config_path"
@@ -38,7 +39,8 @@ class InferenceDumpNeedsPlus(LintRule):
         Case(f"python3 -m verl.trainer.main_ppo ++{_KEY}=dump.json\n"),
     ]
     INVALID = [
-        Case(f"python3 -m verl.trainer.main_ppo \\\n    {_KEY}=dump.json\n", expect=[(2, 5)]),
+        Case(f"python3 -m verl.trainer.main_ppo \\\n    {_KEY}=dump.json\n", expect=[(2, 5)],
+             fixed=f"python3 -m verl.trainer.main_ppo \\\n    +{_KEY}=dump.json\n"),
         Case("ARGS=(\n  actor_rollout_ref.rollout.engine_kwargs.sglang.msprobe_dump_config=d.json\n)\n"
              'python3 -m verl.trainer.main_ppo "${ARGS[@]}"\n', expect=[(2, 3)]),
     ]
@@ -47,4 +49,5 @@ class InferenceDumpNeedsPlus(LintRule):
         for override in ctx.run.inference_dump_overrides():
             if override.prefix not in ("+", "++"):
                 ctx.report(f"{override.key} is below an empty engine_kwargs dict: write +{override.key}=... "
-                           "(a plain override fails in Hydra)", at=override.span, related=override.related())
+                           "(a plain override fails in Hydra)", at=override.span, related=override.related(),
+                           fix=prefix_fix(override, "+", "add the key below the empty dict"))

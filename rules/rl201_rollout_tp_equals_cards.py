@@ -31,7 +31,7 @@ them, so the script keeps its own rollout TP (issue 27).
 
 from __future__ import annotations
 
-from rlpatch.lint.checks import ints, pairs_by_rows, related_of
+from rlpatch.lint.checks import ints, pairs_by_rows, related_of, value_fix
 from rlpatch.lint.rule import Case, LintContext, LintRule
 from rlpatch.shell.api import ROLLOUT
 
@@ -55,7 +55,8 @@ class RolloutTpEqualsCards(LintRule):
              note="verl 0.9.1 (the default): dumps pair rebuilds the TP shards"),
     ]
     INVALID = [
-        Case(_PY + f"    {ROLLOUT}.tensor_model_parallel_size=8\n", options=_C, expect=[(3, 58)]),
+        Case(_PY + f"    {ROLLOUT}.tensor_model_parallel_size=8\n", options=_C, expect=[(3, 58)],
+             fixed=_PY + f"    {ROLLOUT}.tensor_model_parallel_size=1\n"),
         Case(_PY + "    trainer.nnodes=1\n", options=_C, expect=[(1, 12)], note="verl's default rollout TP is 2"),
     ]
 
@@ -71,4 +72,4 @@ class RolloutTpEqualsCards(LintRule):
                        "training q/k/v and gate/up outputs, never inference TP shards, so each inference rank must "
                        f"hold the whole model on verl {ctx.run.version}; set {ROLLOUT}.tensor_model_parallel_size=1, or "
                        "run verl >= 0.9.0 (dumps pair rebuilds the shards)",
-                       at=setting.span, related=related_of(setting))
+                       at=setting.span, related=related_of(setting), fix=value_fix(setting, "1"))

@@ -28,7 +28,7 @@ micro-batches, which one mini-batch is part of.
 
 from __future__ import annotations
 
-from rlpatch.lint.checks import dumps_log_prob_only, ints, pairs_by_rows, pick, related_of
+from rlpatch.lint.checks import dumps_log_prob_only, ints, pairs_by_rows, pick, related_of, value_fix
 from rlpatch.lint.rule import Case, LintContext, LintRule
 from rlpatch.shell.api import ACTOR
 
@@ -52,7 +52,8 @@ class SingleMiniBatch(LintRule):
              f"    {ACTOR}.ppo_mini_batch_size=16\n", options=_C, expect=[(1, 4)]),
         Case("python3 -m verl.trainer.main_ppo data.train_batch_size=16\n", options=_C, expect=[(1, 56)]),
         Case(f"python3 -m verl.trainer.main_ppo data.train_batch_size=1 {ACTOR}.ppo_mini_batch_size=4\n", options=_C,
-             expect=[(1, 102)], note="smaller than one mini-batch: verl refuses to start"),
+             expect=[(1, 102)], note="smaller than one mini-batch: verl refuses to start",
+             fixed=f"python3 -m verl.trainer.main_ppo data.train_batch_size=1 {ACTOR}.ppo_mini_batch_size=1\n"),
         Case(f"export DUMP_PHASE=update_actor\npython3 -m verl.trainer.main_ppo data.train_batch_size=16 "
              f"{ACTOR}.ppo_mini_batch_size=8\n", options={"mode": "consistency"}, expect=[(2, 56)],
              note="verl 0.9.1, the update dumped: the second mini-batch runs on updated weights"),
@@ -67,8 +68,8 @@ class SingleMiniBatch(LintRule):
             ctx.report(f"data.train_batch_size={batch} < ppo_mini_batch_size={mini}: verl refuses to start "
                        "(\"train_batch_size must be >= actor.ppo_mini_batch_size\", unless use_dynamic_bsz); set "
                        f"ppo_mini_batch_size={batch}", at=pick(mini_setting, batch_setting).span,
-                       related=related_of(batch_setting, mini_setting))
+                       related=related_of(batch_setting, mini_setting), fix=value_fix(mini_setting, str(batch)))
         elif batch != mini and not (pairs_by_rows(ctx) and dumps_log_prob_only(ctx)):
             ctx.report(f"data.train_batch_size={batch} / ppo_mini_batch_size={mini} is not 1: several actor updates "
                        "per step, the dumped weights drift from the rollout's", at=pick(batch_setting, mini_setting).span,
-                       related=related_of(batch_setting, mini_setting))
+                       related=related_of(batch_setting, mini_setting), fix=value_fix(mini_setting, str(batch)))

@@ -29,7 +29,7 @@ are logged and `rlpatch dumps pair` pairs every request in it, at the script's o
 
 from __future__ import annotations
 
-from rlpatch.lint.checks import ints, pairs_by_rows, pick, related_of
+from rlpatch.lint.checks import ints, pairs_by_rows, pick, related_of, value_fix
 from rlpatch.lint.rule import Case, LintContext, LintRule
 from rlpatch.shell.api import ACTOR, ROLLOUT
 
@@ -52,7 +52,8 @@ class NoGradientAccumulation(LintRule):
              note="verl 0.9.1 (the default): each micro-batch's rows are logged, every request pairs"),
     ]
     INVALID = [
-        Case(_PY + f"    {ACTOR}.ppo_mini_batch_size=16 {ROLLOUT}.n=2 {MICRO}=2\n", options=_C, expect=[(2, 135)]),
+        Case(_PY + f"    {ACTOR}.ppo_mini_batch_size=16 {ROLLOUT}.n=2 {MICRO}=2\n", options=_C, expect=[(2, 135)],
+             fixed=_PY + f"    {ACTOR}.ppo_mini_batch_size=16 {ROLLOUT}.n=2 {MICRO}=4\n"),
         Case(_PY + f"    {ACTOR}.ppo_mini_batch_size=16\n", options=_C, expect=[(1, 12)]),
         Case(_PY + f"    {ACTOR}.ppo_mini_batch_size=16 {ROLLOUT}.n=2 {MICRO}=4 \\\n"
              f"    {ACTOR}.fsdp_config.ulysses_sequence_parallel_size=2\n", options=_C, expect=[(2, 135)],
@@ -76,6 +77,8 @@ class NoGradientAccumulation(LintRule):
         (mini, mini_s), (n, n_s), (micro_value, _) = values
         if micro_value <= 0 or mini * n != micro_value * dp:
             steps = mini * n / (micro_value * dp) if micro_value > 0 else float("inf")
+            whole = mini * n % dp == 0 and mini * n // dp > 0
             ctx.report(f"mini {mini} * rollout.n {n} / micro {micro_value} / DP {dp} = {steps:g} micro-batches per "
                        "rank (gradient accumulation); it must be 1", at=pick(micro, mini_s, n_s).span,
-                       related=related_of(mini_s, n_s, micro, *dp_settings))
+                       related=related_of(mini_s, n_s, micro, *dp_settings),
+                       fix=value_fix(micro, str(mini * n // dp)) if whole else None)

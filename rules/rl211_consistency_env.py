@@ -22,7 +22,10 @@ Export the switches before the verl command, as `rlpatch gen consistency` writes
 
 from __future__ import annotations
 
-from rlpatch.lint.rule import Case, LintContext, LintRule
+import difflib
+
+from rlpatch.lint.rule import Case, Edit, Fix, LintContext, LintRule
+from rlpatch.shell.api import Span
 from rlpatch.upstream.switches import DUMP_PHASES as PHASES
 from rlpatch.upstream.switches import TRUTHY, is_on
 
@@ -46,10 +49,11 @@ class ConsistencyEnv(LintRule):
     ]
     INVALID = [
         Case(_GOOD_ENV.replace("log_prob", "logprob") + f"python3 -m verl.trainer.main_ppo {_INFER}\n",
-             expect=[(4, 19)]),
+             expect=[(4, 19)], fixed=_GOOD_ENV + f"python3 -m verl.trainer.main_ppo {_INFER}\n",
+             note="an unsafe fix: the closest phase is a guess"),
         Case(f"export DUMP_ON=1\npython3 -m verl.trainer.main_ppo {_INFER}\n", expect=[(2, 12)] * 3),
         Case(_GOOD_ENV.replace("DUMP_ON=1", "DUMP_ON=0") + f"python3 -m verl.trainer.main_ppo {_INFER}\n",
-             expect=[(1, 16)]),
+             expect=[(1, 16)], fixed=_GOOD_ENV + f"python3 -m verl.trainer.main_ppo {_INFER}\n"),
     ]
 
     def check(self, ctx: LintContext) -> None:
@@ -61,13 +65,21 @@ class ConsistencyEnv(LintRule):
                 ctx.report(f"{name}=1 is not exported: the training side dumps nothing", at=entry)
             elif var.text is not None and not is_on(var.text):
                 ctx.report(f"{name} must be on (1, or one of {'/'.join(TRUTHY)}), found {var.text!r}: the patched "
-                           "code reads it as off", at=var.span)
+                           "code reads it as off", at=var.span, fix=env_fix(name, var.text, "1", var.span))
         if "MSPROBE_ACTOR_CONFIG" not in env:
             ctx.report("MSPROBE_ACTOR_CONFIG is not exported: the training side has no msprobe config", at=entry)
         phase = env.get("DUMP_PHASE")  # unset or empty: the patch dumps log_prob
         if phase is not None and phase.text is not None and phase.text.strip() and phase.text.strip() not in PHASES:
-            ctx.report(f"DUMP_PHASE={phase.text!r} is not one of {', '.join(PHASES)}", at=phase.span)
+            closest = difflib.get_close_matches(phase.text.strip(), PHASES, n=1)
+            ctx.report(f"DUMP_PHASE={phase.text!r} is not one of {', '.join(PHASES)}", at=phase.span,
+                       fix=env_fix("DUMP_PHASE", phase.text, closest[0], phase.span, "unsafe") if closest else None)
         dynamo = env.get("TORCHDYNAMO_DISABLE")
         if dynamo is None or (dynamo.text is not None and dynamo.text != "1"):
+            fix = env_fix("TORCHDYNAMO_DISABLE", dynamo.text, "1", dynamo.span) if dynamo and dynamo.text else None
             ctx.report("TORCHDYNAMO_DISABLE=1 is recommended: a compiled forward is not hooked by msprobe",
-                       at=dynamo.span if dynamo else entry, severity="warning")
+                       at=dynamo.span if dynamo else entry, severity="warning", fix=fix)
+
+
+def env_fix(name: str, written: str, wanted: str, span: Span, applicability: str = "safe") -> Fix:
+    """Write `wanted` where the variable's value is written (a guessed DUMP_PHASE is unsafe: say which)."""
+    return Fix(f"set {name}={wanted}", (Edit(span, written, wanted),), "unsafe" if applicability == "unsafe" else "safe")

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from rlpatch import testing
 from rlpatch.lint import hydra_family
+from rlpatch.lint.checks import prefix_fix
 from rlpatch.lint.rule import Case, LintContext, LintRule
 
 _OPTIONS = testing.hydra_case_options()
@@ -41,7 +42,9 @@ class PlusOnExistingKey(LintRule):
     )
     INVALID = (
         Case("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm \\\n"
-             "    +actor_rollout_ref.actor.fsdp_config.model_dtype=bfloat16\n", options=_OPTIONS, expect=[(2, 5)]),
+             "    +actor_rollout_ref.actor.fsdp_config.model_dtype=bfloat16\n", options=_OPTIONS, expect=[(2, 5)],
+             fixed="python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm \\\n"
+             "    ++actor_rollout_ref.actor.fsdp_config.model_dtype=bfloat16\n"),
     )
 
     def check(self, ctx: LintContext) -> None:
@@ -50,4 +53,5 @@ class PlusOnExistingKey(LintRule):
             return
         hydra_family.note_unchecked(ctx, verdict)
         for problem in hydra_family.problems_in_script(ctx, verdict, self.code, value_needed=True):
-            ctx.report(problem.message, at=problem.at, related=problem.related)
+            fix = prefix_fix(problem.override, "++", "add or override") if problem.override else None
+            ctx.report(problem.message, at=problem.at, related=problem.related, fix=fix)

@@ -59,7 +59,8 @@ def test_json_contract(repo: Path) -> None:
     findings = json.loads(out)
     assert code == 1 and isinstance(findings, list) and findings
     for finding in findings:
-        assert set(finding) == {"code", "severity", "message", "file", "line", "column", "end_line", "end_column", "url"}
+        assert set(finding) == {"code", "severity", "message", "file", "line", "column", "end_line", "end_column", "url",
+                                "fix"}
         assert finding["severity"] in ("error", "warning", "info")
     first = findings[0]
     assert (first["code"], first["file"], first["line"], first["column"], first["end_line"], first["end_column"]) == (

@@ -10,7 +10,7 @@ import pytest
 from rlpatch import rules
 from rlpatch.lint.engine import rule_classes
 from rlpatch.lint.rule import LintRule
-from rlpatch.testing import lint_case
+from rlpatch.testing import fixed_case, lint_case
 
 CASES = [
     pytest.param(cls, kind, case, id=f"{cls.code}-{kind}-{index}")
@@ -33,6 +33,18 @@ def test_rule_case(rule_cls: type[LintRule], kind: str, case) -> None:
         for finding in findings:
             assert finding.severity in ("error", "warning", "info")
             assert finding.span.line >= 1 and finding.span.column >= 1
+
+
+FIX_CASES = [pytest.param(cls, case, id=f"{cls.code}-fix-{index}")
+             for cls in rule_classes() for index, case in enumerate(cls.INVALID) if case.fixed is not None]
+
+
+@pytest.mark.parametrize("rule_cls,case", FIX_CASES)
+def test_rule_fix(rule_cls: type[LintRule], case) -> None:
+    """The fix writes exactly the expected script, and that script no longer has this rule's findings."""
+    fixed = fixed_case(rule_cls, case)
+    assert fixed == case.fixed
+    assert lint_case(rule_cls, case._replace(script=fixed, fixed=None)) == []
 
 
 def test_every_rule_has_cases_and_docs() -> None:

@@ -7,8 +7,8 @@ the override.
 
 from __future__ import annotations
 
-from rlpatch.lint.rule import LintContext
-from rlpatch.shell.api import Override, Setting
+from rlpatch.lint.rule import Edit, Fix, LintContext
+from rlpatch.shell.api import Override, Setting, Span
 
 
 def canonical(setting: Setting) -> str | None:
@@ -44,8 +44,34 @@ def expect_value(ctx: LintContext, key: str, want: str, why: str) -> bool:
         note = (f"; it overrides the earlier {overridden.key}={overridden.value} at line {overridden.value_span.line} "
                 "(the last value wins in Hydra)")
         related.append(overridden.value_span)
-    ctx.report(f"{key} must be {spelled} ({why}); found {shown(setting)}{note}", at=setting.span, related=related)
+    ctx.report(f"{key} must be {spelled} ({why}); found {shown(setting)}{note}", at=setting.span, related=related,
+               fix=value_fix(setting, spelled))
     return False
+
+
+def value_fix(setting: Setting, replacement: str) -> Fix | None:
+    """Write `replacement` where the deciding override's value is written: safe when that is the
+    override's own token, unsafe when it is a variable's or an array's (it may be used elsewhere too).
+    None for a default (nothing written to edit) or a dict value's leaf."""
+    override = setting.override
+    if setting.source != "override" or override is None or override.leaf is not None or not override.value_known:
+        return None
+    edit = Edit(setting.span, override.value or "", replacement)
+    return Fix(f"set {setting.key}={replacement}", (edit,), "safe" if within(setting.span, override.used_at) else "unsafe")
+
+
+def prefix_fix(override: Override, prefix: str, why: str) -> Fix | None:
+    """Write `prefix` before the override's key (RL103: `+`, RL303: `++`), replacing the prefix it had."""
+    if override.leaf is not None:
+        return None
+    edit = Edit(override.span, override.prefix + override.key, prefix + override.key)
+    return Fix(f"{why}: {prefix}{override.key}", (edit,), "safe" if within(override.span, override.used_at) else "unsafe")
+
+
+def within(inner: Span, outer: Span) -> bool:
+    """Whether `inner` lies inside `outer` (the same file)."""
+    return (inner.file == outer.file and (inner.line, inner.column) >= (outer.line, outer.column)
+            and (inner.end_line, inner.end_column) <= (outer.end_line, outer.end_column))
 
 
 def _earlier_wanted(ctx: LintContext, setting: Setting, want: str) -> Override | None:

@@ -89,6 +89,11 @@ def _common(function, rollout_roots: bool = True):
 @click.option("--jobs", "-j", type=click.IntRange(min=1), metavar="N",
               help="Lint several files in N worker processes (default: the number of CPUs for a large input, "
                    "in-process for a few small files; 1 = in-process).")
+@click.option("--fix", is_flag=True, help="Write the safe fixes into the scripts, then report what remains.")
+@click.option("--diff", is_flag=True, help="Print the fixes as a unified diff instead of the findings; write nothing "
+                                           "(exit 1 when there is a fix).")
+@click.option("--unsafe-fixes", is_flag=True, help="With --fix or --diff, apply the unsafe fixes too (a variable "
+                                                   "that may be used elsewhere).")
 @_common
 @click.pass_context
 def lint_cmd(ctx: click.Context, files: tuple[str, ...], **values: Any) -> int:
@@ -101,6 +106,8 @@ def lint_cmd(ctx: click.Context, files: tuple[str, ...], **values: Any) -> int:
     script = _script_options(ctx, values)
     if values["config_file"] is not None and values["no_config"]:
         raise click.UsageError("--config and --no-config: give one of them")
+    if values["fix"] and values["diff"]:
+        raise click.UsageError("--fix and --diff: give one of them (--diff writes nothing)")
     command = LintCommand(files=files, script=script, **values)
     outcome = run_lint(command)
     for warning in outcome.warnings:
@@ -108,6 +115,8 @@ def lint_cmd(ctx: click.Context, files: tuple[str, ...], **values: Any) -> int:
     for error in outcome.errors:
         click.echo(f"rlpatch: error: {shown(error)}", err=True)
     write_report(outcome.report, command.output_file)
+    for note in outcome.notes:
+        click.echo(note, err=True)
     return outcome.exit_code
 
 

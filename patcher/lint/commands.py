@@ -56,6 +56,9 @@ class LintCommand(NamedTuple):
     color: str = "auto"
     skip_non_verl: bool = False
     jobs: int | None = None  # None: decided by the size of the input
+    fix: bool = False  # write the fixes into the scripts, then report what remains
+    diff: bool = False  # print the fixes as a unified diff instead of the report; write nothing
+    unsafe_fixes: bool = False  # apply (or show) the unsafe fixes too
 
 
 class LintOutcome(NamedTuple):
@@ -69,6 +72,7 @@ class LintOutcome(NamedTuple):
     errors: tuple[str, ...]
     report: str
     exit_code: int
+    notes: tuple[str, ...] = ()  # for stderr, plain (what --fix did)
 
 
 class DetectCommand(NamedTuple):
@@ -114,10 +118,56 @@ def run_lint(command: LintCommand) -> LintOutcome:
     # As ruff: a warning, not an error (an empty tree is clean).
     warnings = () if files else ("no *.sh files found",)
     results, fail_on, exit_zero = _lint_groups(command, files)
+    notes: tuple[str, ...] = ()
+    if command.diff:
+        return _diff_outcome(command, files, results, warnings)
+    if command.fix:
+        results, notes = _fixed(command, files, results)
     errors = tuple(result.error for result in results if result.error)
     order = {path: index for index, path in enumerate(files)}
     results.sort(key=lambda r: order.get(r.path, 0))
-    return LintOutcome(files, tuple(results), warnings, errors, lint_report(command, results), _exit_code(results, fail_on, exit_zero))
+    return LintOutcome(files, tuple(results), warnings, errors, lint_report(command, results),
+                       _exit_code(results, fail_on, exit_zero), notes)
+
+
+def _diff_outcome(command: LintCommand, files: tuple[str, ...], results: list[FileResult],
+                  warnings: tuple[str, ...]) -> LintOutcome:
+    """`--diff`: the fixes as one unified diff; exit 1 when there is one (as ruff), 2 on an input error."""
+    from rlpatch.lint.fixes import fixed_files, unified_diff
+
+    errors = tuple(result.error for result in results if result.error)
+    fixed = fixed_files((f for r in results for f in r.findings), command.unsafe_fixes)
+    count = sum(item.applied for item in fixed)
+    note = f"Would fix {count} finding{'s' if count != 1 else ''}." if count else "No fixes available."
+    code = 2 if errors else (1 if fixed else 0)
+    return LintOutcome(files, tuple(results), warnings, errors, "".join(unified_diff(item) for item in fixed), code,
+                       (note + _hidden_unsafe(results, command.unsafe_fixes),))
+
+
+def _fixed(command: LintCommand, files: tuple[str, ...], results: list[FileResult]) -> tuple[list[FileResult], tuple[str, ...]]:
+    """`--fix`: write every file's fixes, then lint again: what is reported is what remains."""
+    from rlpatch.lint.engine import FileResult
+    from rlpatch.lint.fixes import fixed_files, write_fixed
+
+    fixed = fixed_files((f for r in results for f in r.findings), command.unsafe_fixes)
+    failed: list[FileResult] = []
+    for item in fixed:
+        try:
+            write_fixed(item)
+        except InputError as err:
+            failed.append(FileResult(item.path, error=err.message))
+    if not fixed:
+        return results, ("No fixes applied." + _hidden_unsafe(results, command.unsafe_fixes),)
+    written = {item.path for item in fixed} - {result.path for result in failed}
+    again, _, _ = _lint_groups(command, files)
+    count = sum(item.applied for item in fixed if item.path in written)
+    note = f"Fixed {count} finding{'s' if count != 1 else ''} in {len(written)} file{'s' if len(written) != 1 else ''}."
+    return again + failed, (note + _hidden_unsafe(again, command.unsafe_fixes),)
+
+
+def _hidden_unsafe(results: list[FileResult], unsafe_shown: bool) -> str:
+    hidden = 0 if unsafe_shown else sum(1 for r in results for f in r.findings if f.fix and f.fix.applicability == "unsafe")
+    return f" ({hidden} more with --unsafe-fixes)" if hidden else ""
 
 
 def _files_to_lint(command: LintCommand) -> tuple[str, ...]:

@@ -19,6 +19,7 @@ from typing import Any, Iterable, NamedTuple, Sequence
 
 LINT_SECTIONS = ("What it does", "Why", "Example", "Use instead", "Exceptions and how to silence", "Options",
                  "References")
+FIX_SECTION = "Fix"  # after "Use instead", on the page of a rule whose cases pin a fix
 PATCH_SECTIONS = ("What it patches", "Why", "Example", "Versions", "Which trainer runs it", "How to revert and verify",
                   "References")
 # What the docstring says in its own words (the other sections are generated, optionally with a lead-in).
@@ -99,6 +100,7 @@ def lint_page(cls: Any) -> Page:
         Section("Why", authored.get("Why", "")),
         Section("Example", "A script this rule reports:", (bad,) if bad else ()),
         Section("Use instead", authored.get("Use instead", ""), (good,) if good else ()),
+        *_fix_sections(cls),
         Section("Exceptions and how to silence", _silence_text(cls, authored.get("Exceptions", ""))),
         Section("Options", _options_text(cls, modes, authored.get("Options", ""))),
         Section("References", _references_text(cls.code, authored)),
@@ -156,6 +158,20 @@ def _list_phrases(key: str, value: Any) -> Iterable[str]:
         yield "-- " + " ".join(str(item) for item in value)
     else:
         yield from (f"--allow-level {level}" for level in value)
+
+
+def _fix_sections(cls: Any) -> tuple[Section, ...]:
+    """"Fix", for a rule whose cases pin a fix: what `--fix` writes for the first of them."""
+    fixed = [case for case in cls.INVALID if case.fixed is not None]
+    if not fixed:
+        return ()
+    unsafe = [case.note for case in fixed if "unsafe" in case.note]
+    text = ("`rlpatch lint --fix` edits the value or the token where the script writes it, and nothing else "
+            "(`--diff` shows the edit first). " + ("Some of its fixes are unsafe (" + "; ".join(unsafe) +
+                                                   "): only `--unsafe-fixes` applies them." if unsafe else
+                                                   "Its fix is safe: it changes nothing else the script does."))
+    first = fixed[0]
+    return (Section(FIX_SECTION, text, (case_example(first._replace(script=first.fixed, note="after --fix")),)),)
 
 
 def _silence_text(cls: Any, exceptions: str) -> str:

@@ -187,7 +187,7 @@ def merge_paths(findings: set[Finding]) -> list[Finding]:
         lines = ", ".join(f"{_where(f.span, first.span)}" for f in others)
         alone.append(Finding(first.code, first.severity,
                              f"{first.message} ({len(group)} paths reach this launch with this value; also set at {lines})",
-                             first.span, tuple(first.related) + tuple(f.span for f in others)))
+                             first.span, tuple(first.related) + tuple(f.span for f in others), first.origin, first.fix))
     return _merge_related(alone)
 
 

@@ -27,6 +27,7 @@ class ScriptProblem(NamedTuple):
     message: str
     at: Span
     related: tuple[Span, ...]
+    override: Override | None = None  # the override that caused it (None: a problem of the launch)
 
 
 def schema_verdict(ctx: LintContext) -> SchemaResult | None:
@@ -114,5 +115,5 @@ def problems_in_script(ctx: LintContext, verdict: SchemaResult, code: str, *, va
         if not override.value_known:
             message = message.replace(_record(override).text, f"{override.prefix}{override.key}=...")
         at = override.arg.sub_span(problem.start, max(problem.end, problem.start + 1))
-        placed.append(ScriptProblem(message, at, tuple(override.related())))
+        placed.append(ScriptProblem(message, at, tuple(override.related()), override))
     return placed

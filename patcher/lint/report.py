@@ -17,7 +17,7 @@ from rlpatch.errors import RlpatchError
 from rlpatch.lint.config import find_config
 from rlpatch.lint.docs import docs_home, docs_url
 from rlpatch.lint.engine import FileResult, rule_classes
-from rlpatch.lint.rule import SEVERITY_LETTER, SEVERITY_RANK, Finding, LintRule
+from rlpatch.lint.rule import SEVERITY_LETTER, SEVERITY_RANK, Finding, Fix, LintRule
 from rlpatch.output.api import shown
 
 FORMATS = ("concise", "full", "json", "github", "sarif")
@@ -30,7 +30,17 @@ def finding_dict(finding: Finding) -> dict:
     span = finding.span
     return {"code": finding.code, "severity": finding.severity, "message": finding.message, "file": span.file,
             "line": span.line, "column": span.column, "end_line": span.end_line, "end_column": span.end_column,
-            "url": rule_url(finding.code, span.file)}
+            "url": rule_url(finding.code, span.file), "fix": fix_dict(finding)}
+
+
+def fix_dict(finding: Finding) -> dict | None:
+    """The finding's fix (`--format json`), or None: its edits, as 1-based lines and columns."""
+    fix = finding.fix
+    if fix is None:
+        return None
+    return {"applicability": fix.applicability, "message": fix.title,
+            "edits": [{"content": e.replacement, "line": e.span.line, "column": e.span.column,
+                       "end_line": e.span.end_line, "end_column": e.span.end_column} for e in fix.edits]}
 
 
 def rule_url(code: str, path: str) -> str | None:
@@ -90,6 +100,8 @@ def report_full(results: list[FileResult], out: TextIO, color: bool = False) -> 
             out.write(f"  {f.span.line:>4} | {shown(text)}\n       | {' ' * (f.span.column - 1)}{'^' * width}\n")
         for span in f.related:
             out.write(f"  note: see also {shown(span.file)}:{span.line}:{span.column}\n")
+        if f.fix is not None:
+            out.write(f"  fix ({f.fix.applicability}): {shown(f.fix.title)}\n")
         out.write(f"  docs: {shown(rule_url(f.code, f.span.file) or f'rlpatch rule {f.code}')}\n\n")
     _summary(results, out)
 
@@ -116,7 +128,11 @@ def summary_line(results: list[FileResult]) -> str:
     if failed:
         found = f"Found {_plural(findings, 'finding')}" if findings else "No findings"
         return f"{found}, but {_plural(failed, 'file')} could not be linted (errors on stderr)."
-    return f"Found {_plural(findings, 'finding')}." if findings else "All checks passed."
+    if not findings:
+        return "All checks passed."
+    fixable = sum(1 for f in _findings(results) if f.fix is not None and f.fix.applicability == "safe")
+    hint = f"\n[*] {fixable} fixable with `rlpatch lint --fix`." if fixable else ""
+    return f"Found {_plural(findings, 'finding')}.{hint}"
 
 
 def _summary(results: list[FileResult], out: TextIO) -> None:
@@ -221,6 +237,8 @@ def sarif_document(results: list[FileResult]) -> dict:
         result["partialFingerprints"] = {"rlpatch/v1": fingerprints.of(f, _uri(f.span.file, root))}
         if f.code in index:
             result["ruleIndex"] = index[f.code]
+        if f.fix is not None:
+            result["fixes"] = [_sarif_fix(f.fix, root)]
         if f.related:
             result["relatedLocations"] = [dict(location(s), id=i, message={"text": "used here"})
                                           for i, s in enumerate(f.related) if s.line > 0]
@@ -237,6 +255,20 @@ def sarif_document(results: list[FileResult]) -> dict:
             "results": sarif_results,
         }],
     }
+
+
+def _sarif_fix(fix: Fix, root: str) -> dict:
+    """A SARIF fix: one artifactChange per file, each edit a replacement of a region."""
+    changes: dict[str, list[dict]] = {}
+    for edit in fix.edits:
+        span = edit.span
+        changes.setdefault(span.file, []).append({
+            "deletedRegion": {"startLine": span.line, "startColumn": span.column, "endLine": span.end_line,
+                              "endColumn": span.end_column},
+            "insertedContent": {"text": edit.replacement}})
+    return {"description": {"text": f"{fix.title} ({fix.applicability})"},
+            "artifactChanges": [{"artifactLocation": {"uri": _uri(path, root), "uriBaseId": "%SRCROOT%"},
+                                 "replacements": replacements} for path, replacements in changes.items()]}
 
 
 def _driver(rules: list[dict]) -> dict:

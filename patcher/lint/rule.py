@@ -62,6 +62,24 @@ Position = Span  # re-exported for rule modules: a file, 1-based line/column, ex
 # dataclass costs about a millisecond of that start.
 
 
+class Edit(NamedTuple):
+    """Replace the text at `span` (which must still read `original`) with `replacement`."""
+
+    span: Span
+    original: str
+    replacement: str
+
+
+class Fix(NamedTuple):
+    """A mechanical fix of a finding, as ruff has them: edits of the script's own text (the token,
+    keeping the author's style), `safe` when it cannot change what else the script does, `unsafe`
+    when it might (a variable used elsewhere too); only `--unsafe-fixes` applies those."""
+
+    title: str
+    edits: tuple[Edit, ...]
+    applicability: Literal["safe", "unsafe"] = "safe"
+
+
 class Finding(NamedTuple):
     """One problem at one position; `related` are secondary positions (where a value was used)."""
 
@@ -73,6 +91,7 @@ class Finding(NamedTuple):
     # The rule that reported it, when that is not `code` (RL3xx and RL605 say "not checked" as RL002):
     # selecting that rule brings its notes along. Not part of equality: one note, however many rules say it.
     origin: str = ""
+    fix: Fix | None = None  # not part of equality either
 
     def sort_key(self) -> tuple:
         return (self.span.file, self.span.line, self.span.column, self.code, self.message)
@@ -99,7 +118,8 @@ class Case(NamedTuple):
     `files` are written next to the script (sourced scripts, msprobe config.json files, YAML);
     `options` are LintOptions fields (mode, verl_version, env, args, allow_level, ...);
     `expect` lists the (line, column) of every finding of this rule, or None for "at least one"
-    (INVALID) / "none" (VALID).
+    (INVALID) / "none" (VALID); `fixed` is the script once every fix of this rule's findings (unsafe
+    ones too) is applied, and it must then lint clean for this rule (as Fixit's expected_replacement).
     """
 
     script: str
@@ -107,6 +127,7 @@ class Case(NamedTuple):
     options: Mapping[str, Any] = _NOTHING
     expect: Sequence[tuple[int, int]] | None = None
     note: str = ""
+    fixed: str | None = None
 
 
 FactValue = TypeVar("FactValue")
@@ -195,11 +216,12 @@ class _Reporter:
         return self.options.target_facts
 
     def report(self, message: str, at: Span, *, severity: Severity | None = None,
-               related: Iterable[Span] = (), code: str | None = None) -> None:
-        """Record a finding of this rule at any position of any file."""
+               related: Iterable[Span] = (), code: str | None = None, fix: Fix | None = None) -> None:
+        """Record a finding of this rule at any position of any file (with its fix, when it has one)."""
         code = code or self.rule.code
         self.findings.append(Finding(code, severity or self.rule.severity, message, at,
-                                     tuple(s for s in related if s != at), "" if code == self.rule.code else self.rule.code))
+                                     tuple(s for s in related if s != at), "" if code == self.rule.code else self.rule.code,
+                                     fix))
 
     def resolve_path(self, text: str) -> str:
         """A path written in the script, as the linter can open it (relative to the script or --config-root)."""
