@@ -6,7 +6,6 @@ import the patch engine (and with it libcst): the pre-commit hook must start fas
 
 from __future__ import annotations
 
-import errno
 import importlib
 import io
 import os
@@ -17,7 +16,7 @@ from typing import Any
 import click
 
 from rlpatch import __version__
-from rlpatch.errors import EXIT_USAGE, RlpatchError
+from rlpatch.errors import EXIT_USAGE, RlpatchError, error_line
 
 # command name -> (module, attribute, one-line help shown by `rlpatch --help`)
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -95,41 +94,6 @@ def main(argv: list[str] | None = None) -> Any:
         sys.exit(EXIT_USAGE)
     # Commands return their exit code (click returns it too when a command calls ctx.exit).
     sys.exit(result if isinstance(result, int) else 0)
-
-
-def error_line(err: Exception) -> str:
-    """The one line a command ends with on stderr when `err` reaches the entry: rlpatch's own errors,
-    what the machine or the input's shape ran out of, and anything else as an internal error
-    (`doctor` reports the commands it runs in-process with the same line)."""
-    from rlpatch.output.api import shown  # a message may quote a hostile path or name: one line, no escapes
-
-    if isinstance(err, RlpatchError):
-        return f"rlpatch: error: {shown(err.message)}"
-    if isinstance(err, (RecursionError, MemoryError, OSError)):
-        return f"rlpatch: error: {shown(resource_message(err))}"
-    return (f"rlpatch: internal error: {type(err).__name__}: {shown(one_line(str(err)))} "
-            "(set RLPATCH_DEBUG=1 for a traceback)")
-
-
-def one_line(text: str, limit: int = 300) -> str:
-    """A message on one line, at most `limit` characters (an exception's text may hold a file)."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[:limit - 3] + "..."
-
-
-def resource_message(err: BaseException) -> str:
-    """One line for an exhausted resource or a failed system call: what, and on which file."""
-    if isinstance(err, RecursionError):
-        return "input nested too deeply to read (Python's recursion limit)"
-    if isinstance(err, MemoryError):
-        return "out of memory (the input is too large for this machine)"
-    assert isinstance(err, OSError)
-    reason = err.strerror or one_line(str(err)) or type(err).__name__
-    if err.errno == errno.ENOSPC:
-        reason = "no space left on device"
-    names = [name for name in (err.filename, err.filename2) if name is not None]
-    where = " -> ".join(os.fsdecode(name) for name in names)
-    return one_line(f"{where}: {reason}" if where else reason)
 
 
 def capture(argv: list[str]) -> tuple[int, str, str]:

@@ -1,6 +1,10 @@
-"""The exceptions every engine raises, each mapped to an exit code by the CLI."""
+"""The exceptions every engine raises, each mapped to an exit code by the CLI, and the one line each
+error becomes on stderr (`error_line`: the entry point's, and doctor's for the commands it runs)."""
 
 from __future__ import annotations
+
+import errno
+import os
 
 EXIT_OK = 0
 EXIT_REFUSED = 1  # the command understood the request and refused it (anchor, drift, partial state, findings)
@@ -32,3 +36,38 @@ class RefusedError(RlpatchError):
     """The request was understood and refused: nothing was written."""
 
     exit_code = EXIT_REFUSED
+
+
+def error_line(err: Exception) -> str:
+    """The one line a command ends with on stderr when `err` reaches the entry: rlpatch's own errors,
+    what the machine or the input's shape ran out of, and anything else as an internal error
+    (`doctor` reports the commands it runs in-process with the same line)."""
+    from rlpatch.output.api import shown  # a message may quote a hostile path or name: one line, no escapes
+
+    if isinstance(err, RlpatchError):
+        return f"rlpatch: error: {shown(err.message)}"
+    if isinstance(err, (RecursionError, MemoryError, OSError)):
+        return f"rlpatch: error: {shown(resource_message(err))}"
+    return (f"rlpatch: internal error: {type(err).__name__}: {shown(one_line(str(err)))} "
+            "(set RLPATCH_DEBUG=1 for a traceback)")
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """A message on one line, at most `limit` characters (an exception's text may hold a file)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[:limit - 3] + "..."
+
+
+def resource_message(err: BaseException) -> str:
+    """One line for an exhausted resource or a failed system call: what, and on which file."""
+    if isinstance(err, RecursionError):
+        return "input nested too deeply to read (Python's recursion limit)"
+    if isinstance(err, MemoryError):
+        return "out of memory (the input is too large for this machine)"
+    assert isinstance(err, OSError)
+    reason = err.strerror or one_line(str(err)) or type(err).__name__
+    if err.errno == errno.ENOSPC:
+        reason = "no space left on device"
+    names = [name for name in (err.filename, err.filename2) if name is not None]
+    where = " -> ".join(os.fsdecode(name) for name in names)
+    return one_line(f"{where}: {reason}" if where else reason)

@@ -12,4 +12,4 @@ scripts through the front end's (`rlpatch.shell.api`).
 `--ray`), which runs `rlpatch doctor` on every node through the CLI and never imports this wing.
 """
 
-MAY_IMPORT: tuple[str, ...] = ("errors", "output", "cli", "upstream", "shell", "cluster", "patch", "lint")
+MAY_IMPORT: tuple[str, ...] = ("errors", "output", "upstream", "shell", "cluster", "patch", "lint")

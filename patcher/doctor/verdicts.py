@@ -12,8 +12,7 @@ import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from rlpatch.cli import error_line
-from rlpatch.errors import RlpatchError
+from rlpatch.errors import RlpatchError, error_line
 from rlpatch.upstream.api import Version
 
 Level = str  # "OK" | "WARN" | "FAIL"
