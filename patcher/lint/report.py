@@ -130,8 +130,13 @@ def summary_line(results: list[FileResult]) -> str:
         return f"{found}, but {_plural(failed, 'file')} could not be linted (errors on stderr)."
     if not findings:
         return "All checks passed."
-    fixable = sum(1 for f in _findings(results) if f.fix is not None and f.fix.applicability == "safe")
-    hint = f"\n[*] {fixable} fixable with `rlpatch lint --fix`." if fixable else ""
+    fixes = [f.fix.applicability for f in _findings(results) if f.fix is not None]
+    safe, unsafe = fixes.count("safe"), fixes.count("unsafe")
+    hint = f"\n[*] {safe} fixable with `rlpatch lint --fix`" if safe else ""
+    if unsafe:
+        hint += (f" ({unsafe} more with --unsafe-fixes)" if safe else
+                 f"\n{unsafe} fixable with `rlpatch lint --fix --unsafe-fixes`")
+    hint += "." if hint else ""
     return f"Found {_plural(findings, 'finding')}.{hint}"
 
 
