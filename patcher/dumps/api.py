@@ -115,11 +115,13 @@ def no_progress(length: int) -> Iterator[Callable[[int], None] | None]:
     yield None
 
 
-def _check_report_path(report: str | None) -> None:
-    """Before any compare runs: a bad report path or a missing plotting library must not cost a whole run."""
+def _check_report_path(report: str | None, out: str) -> None:
+    """Before any compare runs: a bad report path or a missing plotting library must not cost a whole run.
+    The report may go into `-o` before the compare makes it."""
     if report is None:
         return
-    if not os.path.isdir(os.path.dirname(os.path.abspath(report))):
+    folder = os.path.dirname(os.path.abspath(report))
+    if not os.path.isdir(folder) and folder != os.path.abspath(out):
         raise InputError(f"{report}: its directory does not exist")
     if os.path.lexists(report) and not os.path.isfile(report):
         raise InputError(f"{report}: not a regular file (--report names the HTML file to write)")
@@ -138,7 +140,7 @@ def _exit_code(data: dict[str, Any]) -> int:
 def compare_dumps(options: CompareOptions, progress: Progress = no_progress) -> Comparison:
     """msprobe compare on every pair (in parallel), each attributed to the module where the sides start
     to differ; with `options.ray`, each pair on the node of that cluster whose disk holds it."""
-    _check_report_path(options.report)
+    _check_report_path(options.report, options.out)
     if options.ray is not None:
         return _compare_on_cluster(options, options.ray)
     return _compare_here(options, progress)
