@@ -72,8 +72,7 @@ def test_dumps_report_rebuilds_the_page_compare_wrote_without_msprobe(tmp_path, 
     pytest.importorskip("plotly")
     argv, calls = _setup(tmp_path, monkeypatch)
     out = tmp_path / "out"
-    written = out / "report.html"
-    out.mkdir()
+    written = out / "report.html"  # inside -o, which the compare makes
     first = run_cli(*argv, "-o", str(out), "--report", str(written))
     assert first.exit_code == 1 and f"report written to {written}" in first.stdout
     page = written.read_text()

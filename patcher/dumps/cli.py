@@ -1,4 +1,4 @@
-"""`rlpatch dumps check|pair|compare`: the command line of `rlpatch.dumps.api`.
+"""`rlpatch dumps check|pair|compare|report`: the command line of `rlpatch.dumps.api`.
 
 Each callback turns its options into the command's frozen options, calls the api, prints the
 answer (text lines or JSON) and returns its exit code.
