@@ -223,5 +223,7 @@ def test_a_thousand_pair_report_loads_offline_summary_first(tmp_path):
     assert dom.count('<details class="request"') == 500 and dom.count('<tr id="p-') == 1000
     assert dom.index('class="verdict') < dom.index("<h2>Summary</h2>") < dom.index('id="overview"') \
         < dom.index('<table id="pairs"') < dom.index('<details class="request"')
+    _, filtered = load(page, browser, fragment="#q=req-00007%20rank1")  # the filter, as a link gives it
+    assert "1 of 1000 pair(s) shown" in filtered and filtered.count('style="display: none;"') == 999
     own = page_annotation(tmp_path, browser)
     assert [url for annotation, url in page_requests(net_log) if annotation in own] == []

@@ -2,7 +2,7 @@
 
 The script reads the data embedded once (`<script type="application/json" id="rlpatch-data">`),
 draws the overview (every request's error by layer, one heatmap) at load, filters the pairs table as
-one types, and draws a request's plot only when its `<details>` is opened (a table link or a click on
+one types (or as `#q=WORDS` in the address says), and draws a request's plot only when its `<details>` is opened (a table link or a click on
 the overview opens it). When the overview is drawn it sets `data-ready` on the body (ms since load,
 read by the browser test and the benchmark).
 """
@@ -106,6 +106,8 @@ SCRIPT = r"""
   function fromHash() {
     var found = /^#r-(\d+)$/.exec(location.hash);
     if (found) { openRequest(Number(found[1])); }
+    var query = /^#q=(.*)$/.exec(location.hash);  // a link that opens the table filtered
+    if (query) { filter.value = decodeURIComponent(query[1]); applyFilter(); }
   }
   window.addEventListener("hashchange", fromHash);
 
