@@ -196,9 +196,10 @@ def _reuse(results: list[Any], msprobe: str, force: bool) -> list[tuple[dict[str
     (unless `force`)."""
     from rlpatch.dumps.stored import fingerprint, key, restore
 
-    keys = []
+    keys: list[tuple[dict[str, Any], str]] = []
+    seen: dict[str, str] = {}
     for result in results:
-        wanted, inputs = key(result, msprobe), fingerprint(result)
+        wanted, inputs = key(result, msprobe), fingerprint(result, seen)
         if not force:
             restore(result, wanted, inputs)
         keys.append((wanted, inputs))

@@ -37,20 +37,29 @@ def _folders(result: PairResult) -> list[str]:
     return list(dict.fromkeys(folders))
 
 
-def fingerprint(result: PairResult) -> str:
-    """Size and mtime of every file under the pair's dump folders: a changed or re-collected dump differs."""
+def _folder_print(folder: str) -> str:
     digest = hashlib.sha256()
-    for folder in _folders(result):
-        for root, dirs, files in os.walk(folder):
-            dirs.sort()
-            for name in sorted(files):
-                path = os.path.join(root, name)
-                try:
-                    info = os.stat(path)
-                except OSError:
-                    continue
-                digest.update(f"{path}\0{info.st_size}\0{info.st_mtime_ns}\n".encode("utf-8", "surrogatepass"))
+    for root, dirs, files in os.walk(folder):
+        dirs.sort()
+        for name in sorted(files):
+            path = os.path.join(root, name)
+            try:
+                info = os.stat(path)
+            except OSError:
+                continue
+            digest.update(f"{path}\0{info.st_size}\0{info.st_mtime_ns}\n".encode("utf-8", "surrogatepass"))
     return digest.hexdigest()
+
+
+def fingerprint(result: PairResult, seen: dict[str, str] | None = None) -> str:
+    """Size and mtime of every file under the pair's dump folders: a changed or re-collected dump differs.
+    `seen` keeps each folder's print for the run (pairs cut from one step share its folders)."""
+    seen = {} if seen is None else seen
+    for folder in _folders(result):
+        if folder not in seen:
+            seen[folder] = _folder_print(folder)
+    prints = [seen[folder] for folder in _folders(result)]
+    return hashlib.sha256("\n".join(prints).encode("ascii")).hexdigest()
 
 
 def key(result: PairResult, msprobe: str) -> dict[str, Any]:
