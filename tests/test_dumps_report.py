@@ -59,9 +59,14 @@ def test_a_second_compare_reuses_current_results_and_force_runs_again(tmp_path, 
     os.utime(dump_json, ns=(time.time_ns(), time.time_ns() + 10**9))
     changed = run_cli(*argv, "-o", str(out), "--format", "json")
     assert changed.exit_code == 1 and _compares(calls) == 5 and json.loads(changed.stdout)["reused"] == 1
+    # a CSV that is not the one the run wrote (edited, replaced) is not trusted: compared again
+    csv_file = next((out / A).glob("compare_result_*.csv"))
+    csv_file.write_text(csv_file.read_text() + "\n")
+    edited = run_cli(*argv, "-o", str(out), "--format", "json")
+    assert edited.exit_code == 1 and _compares(calls) == 6 and json.loads(edited.stdout)["reused"] == 1
     # --rtol is applied to the reused CSV (no msprobe needed): the floor above the error clears the culprit
     loose = run_cli(*argv, "-o", str(out), "--rtol", "0.1", "--format", "json")
-    assert loose.exit_code == 0 and _compares(calls) == 5 and json.loads(loose.stdout)["culprits"] == []
+    assert loose.exit_code == 0 and _compares(calls) == 6 and json.loads(loose.stdout)["culprits"] == []
 
 
 def _without_date(page: str) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 from dataclasses import asdict
 from typing import Any
 
@@ -83,6 +84,15 @@ def _read_json(path: str) -> Any:
         return None
 
 
+def _stat(path: str) -> list[int] | None:
+    """A regular file's size and mtime (None: not one)."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None
+    return [info.st_size, info.st_mtime_ns] if stat.S_ISREG(info.st_mode) else None
+
+
 def restore(result: PairResult, wanted: dict[str, Any], inputs: str) -> bool:
     """Fill `result` from its stored run when that run is current (same key and inputs, its CSV
     still there); False, `result` untouched, otherwise."""
@@ -90,8 +100,9 @@ def restore(result: PairResult, wanted: dict[str, Any], inputs: str) -> bool:
     if not isinstance(stored, dict) or stored.get("key") != wanted or stored.get("inputs") != inputs:
         return False
     csv_name = stored.get("csv")
-    if not isinstance(csv_name, str) or os.sep in csv_name or not os.path.isfile(os.path.join(result.out, csv_name)):
-        return False
+    if not isinstance(csv_name, str) or os.sep in csv_name or stored.get("csv_stat") != _stat(
+            os.path.join(result.out, csv_name)):
+        return False  # the CSV is gone, or is not the one this run wrote
     result.argv = list(stored["ran"])
     result.csv_path = os.path.join(result.out, csv_name)
     result.exit_code = stored.get("exit_code")
@@ -106,6 +117,7 @@ def store(result: PairResult, wanted: dict[str, Any], inputs: str) -> None:
     if result.error is not None or result.csv_path is None or result.attribution is None:
         return
     record = {"key": wanted, "inputs": inputs, "ran": result.argv, "csv": os.path.basename(result.csv_path),
+              "csv_stat": _stat(result.csv_path),
               "exit_code": result.exit_code, "unsliced": result.unsliced, "not_compared": result.not_compared,
               "attribution": result.attribution.as_json()}
     atomic_write(result_path(result), json.dumps(record).encode("utf-8"), follow_link=False, make_parents=False)
