@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlpatch.dumps.command import DEFAULT_OUT, planned_commands
 from rlpatch.dumps.correlate import Correlation, correlate
@@ -25,6 +25,9 @@ from rlpatch.dumps.options import CheckOptions, CompareOptions, PairOptions, Rep
 from rlpatch.dumps.text import check_lines, compare_lines, pair_lines
 from rlpatch.errors import InputError
 from rlpatch.output.api import refuse_links
+
+if TYPE_CHECKING:
+    from rlpatch.dumps.compare import PairResult
 
 __all__ = ["CheckOptions", "CompareOptions", "Comparison", "PairOptions", "Progress", "ReportOptions", "Summary",
            "check_dumps", "compare_dumps", "pair_dumps", "report_dumps"]
@@ -174,10 +177,9 @@ def _compare_here(options: CompareOptions, progress: Progress) -> Comparison:
         run_all(results, workers, update)
     entries = [r.as_json() for r in results]
     reused = sum(r.reused for r in results)
-    data: dict[str, Any] = {"results": entries, "culprits": culprits((e["request_id"], e["train"]["rank"], e["divergence"])
-                                                     for e in entries),
-            "unpaired": correlation.unpaired, "problems": correlation.problems,
-            "reused": reused}
+    found = culprits((e["request_id"], e["train"]["rank"], e["divergence"]) for e in entries)
+    data: dict[str, Any] = {"results": entries, "culprits": found, "unpaired": correlation.unpaired,
+                            "problems": correlation.problems, "reused": reused}
     from rlpatch.dumps.batches import by_batch_size, per_request
 
     data.update(requests=per_request(entries), by_batch_size=by_batch_size(entries))
@@ -191,7 +193,7 @@ def _compare_here(options: CompareOptions, progress: Progress) -> Comparison:
     return Comparison(data, lines + ([problem] if problem else []), _exit_code(data), writer)
 
 
-def _reuse(results: list[Any], msprobe: str, force: bool) -> list[tuple[dict[str, Any], str]]:
+def _reuse(results: list[PairResult], msprobe: str, force: bool) -> list[tuple[dict[str, Any], str]]:
     """Each pair's key and inputs' fingerprint; a pair whose stored run is current is marked reused
     (unless `force`)."""
     from rlpatch.dumps.stored import fingerprint, key, restore
@@ -206,7 +208,7 @@ def _reuse(results: list[Any], msprobe: str, force: bool) -> list[tuple[dict[str
     return keys
 
 
-def _keep(results: list[Any], keys: list[tuple[dict[str, Any], str]], out: str, data: dict[str, Any],
+def _keep(results: list[PairResult], keys: list[tuple[dict[str, Any], str]], out: str, data: dict[str, Any],
           facts: Any) -> str | None:
     """Store each fresh run and the compare's summary in `out`; a line saying why not when they cannot be."""
     from rlpatch.dumps.stored import store, write_summary
