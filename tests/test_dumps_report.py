@@ -232,3 +232,21 @@ def test_a_thousand_pair_report_loads_offline_summary_first(tmp_path):
     assert "1 of 1000 pair(s) shown" in filtered and filtered.count('style="display: none;"') == 999
     own = page_annotation(tmp_path, browser)
     assert [url for annotation, url in page_requests(net_log) if annotation in own] == []
+
+
+def test_a_damaged_or_planted_result_file_is_never_trusted_nor_written_through(tmp_path, monkeypatch):
+    """Promise: a stored result that does not parse is compared again (no crash); one that is a link out
+    of -o stops the compare before anything runs (exit 2), its target untouched."""
+    argv, calls = _setup(tmp_path, monkeypatch)
+    out = tmp_path / "out"
+    assert run_cli(*argv, "-o", str(out)).exit_code == 1 and _compares(calls) == 2
+    (out / A / "rlpatch_result.json").write_text('{"key": [')
+    damaged = run_cli(*argv, "-o", str(out), "--format", "json")
+    assert damaged.exit_code == 1 and _compares(calls) == 3 and json.loads(damaged.stdout)["reused"] == 1
+    victim = tmp_path / "victim.json"
+    victim.write_text("keep")
+    (out / B / "rlpatch_result.json").unlink()
+    (out / B / "rlpatch_result.json").symlink_to(victim)
+    planted = run_cli(*argv, "-o", str(out))
+    assert planted.exit_code == 2 and "symbolic link out of the output folder" in planted.stderr
+    assert victim.read_text() == "keep" and _compares(calls) == 3
