@@ -71,6 +71,7 @@ bench: $(STAMP)
 	$(PY) tests/bench_schema.py
 	$(PY) tests/bench_lint.py $(foreach dir,$(BENCH_SCRIPTS),--scripts $(dir))
 	$(PY) tests/bench_dumps.py
+	$(PY) tests/bench_report.py
 
 demo: $(STAMP)
 	rm -rf "$(DEMO_DIR)"

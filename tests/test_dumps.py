@@ -648,10 +648,13 @@ def test_compare_report_has_the_verdict_facts_and_a_plot_per_request(tmp_path):
                      "--python", str(_fake_msprobe(tmp_path)), "--report", str(report))
     assert result.exit_code == 1 and f"report written to {report}" in result.stdout
     page = report.read_text()
-    assert page.index('class="verdict') < page.index("<h2>Run</h2>") < page.index("<h2>Unpaired")
+    assert page.index('class="verdict') < page.index("<h2>Summary</h2>") < page.index('id="overview"') \
+        < page.index("<h2>Run</h2>") < page.index("<h2>Unpaired")
     assert "Culprit <code>model.layers.1.mlp</code>: 2 pair(s)" in page and "rlpatch dumps compare" in page
-    assert page.count('class="plotly-graph-div"') == 2 and "cdn.plot.ly" not in page.split("</script>", 1)[1]
-    assert page.count('<a href="out/') == 2 and '"type":"log"' in page
+    # one collapsed section per request, its plot drawn from the data embedded once; plotly.js once
+    assert page.count('<details class="request"') == 2 and page.count('id="rlpatch-data"') == 1
+    assert page.count("Plotly") > 0 and "cdn.plot.ly" not in page.split("</script>", 2)[2]
+    assert page.count('<a href="out/') == 2 and '<a href="#r-1">' in page and 'type: "log"' in page
     assert not list(tmp_path.glob(".rlpatch-report-*"))  # written atomically, no temporary left
 
 

@@ -125,7 +125,7 @@ def test_each_pair_is_compared_once_on_the_node_that_holds_it(cluster, disks, tm
         assert node["status"] == "ok" and node["msprobe"] == "26.2.0", node
         assert 0 < node["returned_bytes"] < disks["dump_bytes"] / 4, (node["returned_bytes"], disks["dump_bytes"])
     page = report.read_text()
-    assert page.count('class="plotly-graph-div"') == 3 and CULPRIT in page and "msprobe</th><td><code>26.2.0" in page
+    assert page.count('<details class="request"') == 3 and CULPRIT in page and "msprobe</th><td><code>26.2.0" in page
 
 
 @pytest.mark.runtime

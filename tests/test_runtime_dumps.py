@@ -125,8 +125,15 @@ def test_compare_finds_the_first_divergence_and_writes_the_report(dumps, backend
         assert entry["rows"]["pass"] > 0 and "unmatched" in entry["rows"]
     assert [c["pairs"] for c in data["culprits"]] == [[A, B]]
     page = report.read_text()
-    assert page.count('class="plotly-graph-div"') == 2 and A in page and B in page
+    assert page.count('<details class="request"') == 2 and A in page and B in page
     assert "Culprit <code>" in page and "layers.1.mlp.down_proj" in page and "msprobe</th><td><code>26." in page
+    # the same compare again: real msprobe's results are current, reused; the report rebuilt from -o alone
+    again = run_cli("dumps", "compare", "--train", str(dumps["train"][backend]), "--infer", str(dumps["infer"]),
+                    "--backend", backend, "-o", str(out), "--python", sys.executable, "--format", "json")
+    reused = json.loads(again.stdout)
+    assert again.exit_code == 1 and reused["reused"] == 2 and reused["results"] == data["results"]
+    rebuilt = run_cli("dumps", "report", str(out))
+    assert rebuilt.exit_code == 0 and (out / "report.html").read_text().count('<details class="request"') == 2
 
 
 def test_compare_of_identical_models_passes(dumps, tmp_path):

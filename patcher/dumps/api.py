@@ -16,18 +16,21 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlpatch.dumps.command import DEFAULT_OUT, planned_commands
 from rlpatch.dumps.correlate import Correlation, correlate
 from rlpatch.dumps.layout import scan
-from rlpatch.dumps.options import CheckOptions, CompareOptions, PairOptions
+from rlpatch.dumps.options import CheckOptions, CompareOptions, PairOptions, ReportOptions
 from rlpatch.dumps.text import check_lines, compare_lines, pair_lines
 from rlpatch.errors import InputError
 from rlpatch.output.api import refuse_links
 
-__all__ = ["CheckOptions", "CompareOptions", "Comparison", "PairOptions", "Progress", "Summary", "check_dumps",
-           "compare_dumps", "pair_dumps"]
+if TYPE_CHECKING:
+    from rlpatch.dumps.compare import PairResult
+
+__all__ = ["CheckOptions", "CompareOptions", "Comparison", "PairOptions", "Progress", "ReportOptions", "Summary",
+           "check_dumps", "compare_dumps", "pair_dumps", "report_dumps"]
 
 # Given the number of compares, a context that yields what to call after each one (None: no progress shown).
 Progress = Callable[[int], AbstractContextManager[Callable[[int], None] | None]]
@@ -115,11 +118,13 @@ def no_progress(length: int) -> Iterator[Callable[[int], None] | None]:
     yield None
 
 
-def _check_report_path(report: str | None) -> None:
-    """Before any compare runs: a bad report path or a missing plotting library must not cost a whole run."""
+def _check_report_path(report: str | None, out: str) -> None:
+    """Before any compare runs: a bad report path or a missing plotting library must not cost a whole run.
+    The report may go into `-o` before the compare makes it."""
     if report is None:
         return
-    if not os.path.isdir(os.path.dirname(os.path.abspath(report))):
+    folder = os.path.dirname(os.path.abspath(report))
+    if not os.path.isdir(folder) and folder != os.path.abspath(out):
         raise InputError(f"{report}: its directory does not exist")
     if os.path.lexists(report) and not os.path.isfile(report):
         raise InputError(f"{report}: not a regular file (--report names the HTML file to write)")
@@ -138,7 +143,7 @@ def _exit_code(data: dict[str, Any]) -> int:
 def compare_dumps(options: CompareOptions, progress: Progress = no_progress) -> Comparison:
     """msprobe compare on every pair (in parallel), each attributed to the module where the sides start
     to differ; with `options.ray`, each pair on the node of that cluster whose disk holds it."""
-    _check_report_path(options.report)
+    _check_report_path(options.report, options.out)
     if options.ray is not None:
         return _compare_on_cluster(options, options.ray)
     return _compare_here(options, progress)
@@ -157,26 +162,73 @@ def _compare_here(options: CompareOptions, progress: Progress) -> Comparison:
     if (only is not None or rank is not None) and not pairs:
         raise InputError(f"no pair matches{f' --only {only}' if only else ''}{f' --rank {rank}' if rank is not None else ''}")
     results = plan(pairs, options.backend, options.out, interpreter)
-    followed = refuse_links(options.out, written_paths(results), what="the output folder")
+    from rlpatch.dumps.stored import SUMMARY_NAME
+
+    followed = refuse_links(options.out, [*written_paths(results), os.path.join(options.out, SUMMARY_NAME)],
+                            what="the output folder")
     for result in results:
         result.rtol = options.rtol
+    from rlpatch.dumps.report import Facts, msprobe_version
+
+    facts = Facts.collect(options.train, options.infer, options.backend, msprobe_version(interpreter), options.rtol)
+    keys = _reuse(results, facts.msprobe, options.force)
     workers = options.jobs or os.cpu_count() or 1
-    with progress(len(results)) as update:
+    with progress(sum(not r.reused for r in results)) as update:
         run_all(results, workers, update)
     entries = [r.as_json() for r in results]
-    data = {"results": entries, "culprits": culprits((e["request_id"], e["train"]["rank"], e["divergence"])
-                                                     for e in entries),
-            "unpaired": correlation.unpaired, "problems": correlation.problems}
+    reused = sum(r.reused for r in results)
+    found = culprits((e["request_id"], e["train"]["rank"], e["divergence"]) for e in entries)
+    data: dict[str, Any] = {"results": entries, "culprits": found, "unpaired": correlation.unpaired,
+                            "problems": correlation.problems, "reused": reused}
     from rlpatch.dumps.batches import by_batch_size, per_request
 
     data.update(requests=per_request(entries), by_batch_size=by_batch_size(entries))
-    from rlpatch.dumps.report import Facts, write_report
+    problem = _keep(results, keys, options.out, data, facts)
+    from rlpatch.dumps.report import write_report
 
     def writer(path: str) -> None:
-        write_report(path, results, data, Facts.collect(options.train, options.infer, options.backend, interpreter,
-                                                        options.rtol))
+        write_report(path, [r.attribution for r in results], data, facts)
 
-    return Comparison(data, [link.note() for link in followed] + compare_lines(data), _exit_code(data), writer)
+    lines = [link.note() for link in followed] + compare_lines(data) + _reuse_lines(reused, len(results))
+    return Comparison(data, lines + ([problem] if problem else []), _exit_code(data), writer)
+
+
+def _reuse(results: list[PairResult], msprobe: str, force: bool) -> list[tuple[dict[str, Any], str]]:
+    """Each pair's key and inputs' fingerprint; a pair whose stored run is current is marked reused
+    (unless `force`)."""
+    from rlpatch.dumps.stored import fingerprint, key, restore
+
+    keys: list[tuple[dict[str, Any], str]] = []
+    seen: dict[str, str] = {}
+    for result in results:
+        wanted, inputs = key(result, msprobe), fingerprint(result, seen)
+        if not force:
+            restore(result, wanted, inputs)
+        keys.append((wanted, inputs))
+    return keys
+
+
+def _keep(results: list[PairResult], keys: list[tuple[dict[str, Any], str]], out: str, data: dict[str, Any],
+          facts: Any) -> str | None:
+    """Store each fresh run and the compare's summary in `out`; a line saying why not when they cannot be."""
+    from rlpatch.dumps.stored import store, write_summary
+
+    try:
+        for result, (wanted, inputs) in zip(results, keys, strict=True):
+            if not result.reused:
+                store(result, wanted, inputs)
+        if os.path.isdir(out):
+            write_summary(out, data, facts, results)
+    except OSError as err:
+        return f"warning: results not kept in {out} ({err.strerror}: {err.filename}): the next compare runs again"
+    return None
+
+
+def _reuse_lines(reused: int, total: int) -> list[str]:
+    if not reused:
+        return []
+    return [f"reused {reused} of {total} pair(s): their stored results are current (same dumps, same msprobe); "
+            "--force compares them again"]
 
 
 def _compare_on_cluster(options: CompareOptions, address: str) -> Comparison:
@@ -187,6 +239,36 @@ def _compare_on_cluster(options: CompareOptions, address: str) -> Comparison:
     data, results = compare_on_cluster(options, address, options.ray_runtime_env, options.ray_timeout)
 
     def writer(path: str) -> None:
-        write_report(path, results, data, report_facts(options, data))
+        write_report(path, [r.attribution for r in results], data, report_facts(options, data))
 
     return Comparison(data, compare_lines(data) + cluster_lines(data), _exit_code(data), writer)
+
+
+REPORT_NAME = "report.html"
+
+
+def report_dumps(options: ReportOptions) -> Summary:
+    """The HTML report of the compare whose results `options.out` holds, rendered again without msprobe;
+    written only inside `out`, never through a link."""
+    from rlpatch.dumps.report import Facts, check_plotting, write_report
+    from rlpatch.dumps.stored import read_summary
+
+    out = options.out
+    target = os.path.join(out, options.report or REPORT_NAME)
+    inside = os.path.normpath(os.path.abspath(out)) + os.sep
+    if not os.path.normpath(os.path.abspath(target)).startswith(inside):  # links: refuse_links below
+        raise InputError(f"{options.report}: not inside {out} (`dumps report` writes only inside OUT)")
+    data, facts, attributions = read_summary(out)
+    if os.path.lexists(target) and not os.path.islink(target) and not os.path.isfile(target):
+        raise InputError(f"{target}: not a regular file")
+    followed = refuse_links(out, [target], what="the output folder")
+    check_plotting()
+    try:
+        write_report(target, attributions, data, Facts(**facts))
+    except TypeError:
+        raise InputError(f"{out}: its stored facts are not this rlpatch's: run compare again") from None
+    except OSError as err:
+        raise InputError(f"{target}: cannot write the report ({err.strerror})") from None
+    lines = [link.note() for link in followed] + [
+        f"report written to {target} ({len(data['results'])} pair(s), from the results stored in {out})"]
+    return Summary({"report": target, "pairs": len(data["results"])}, lines, 0)

@@ -1,4 +1,4 @@
-"""`rlpatch dumps check|pair|compare`: the command line of `rlpatch.dumps.api`.
+"""`rlpatch dumps check|pair|compare|report`: the command line of `rlpatch.dumps.api`.
 
 Each callback turns its options into the command's frozen options, calls the api, prints the
 answer (text lines or JSON) and returns its exit code.
@@ -19,10 +19,12 @@ from rlpatch.dumps.api import (
     CheckOptions,
     CompareOptions,
     PairOptions,
+    ReportOptions,
     Summary,
     check_dumps,
     compare_dumps,
     pair_dumps,
+    report_dumps,
 )
 from rlpatch.dumps.command import BACKENDS, DEFAULT_OUT
 from rlpatch.dumps.options import RAY_TIMEOUT_S
@@ -98,11 +100,16 @@ def _progress_bar(length: int) -> Iterator[Callable[[int], None] | None]:
 @click.option("--jobs", type=click.IntRange(min=1), default=None, help="Compares at once (default: CPU count).")
 @click.option("--only", "only", default=None, metavar="REQUEST", help="Compare only this request id's pair(s).")
 @click.option("--rank", "rank", type=click.IntRange(min=0), default=None, help="Compare only pairs of this training rank.")
+@click.option("--force", is_flag=True, default=False,
+              help="Compare every pair again, even those whose results in -o are current (same dumps, same msprobe).")
 @click.option("--format", "fmt", type=FORMATS, default="text", show_default=True)
 @ray_options(ray_help=RAY_HELP, timeout_help="Seconds to wait for every node's answer, per round (read, compare).",
              timeout=RAY_TIMEOUT_S)
 def compare_cmd(fmt: str, **given: Any) -> int:
-    """Run msprobe compare on every pair (in parallel); name the module where the two sides start to differ."""
+    """Run msprobe compare on every pair (in parallel); name the module where the two sides start to differ.
+
+    Each pair's results are kept in -o: a pair whose dumps and msprobe have not changed since is not
+    compared again (--force compares it again), and `rlpatch dumps report` renders the report from them."""
     options = CompareOptions(**given)
     comparison = compare_dumps(options, _progress_bar)
     code = _emit(comparison, fmt)  # always printed, even when the report then fails
@@ -114,3 +121,12 @@ def compare_cmd(fmt: str, **given: Any) -> int:
         return max(code, 1)
     (sys.stdout if fmt == "text" else sys.stderr).write(f"report written to {options.report}\n")
     return code
+
+
+@dumps_group.command("report")
+@click.argument("out")
+@click.option("-o", "--output", "report", default=None, metavar="FILE.html",
+              help="The page to write, inside OUT (default: OUT/report.html).")
+def report_cmd(**given: Any) -> int:
+    """Write the HTML report of the compare whose results OUT holds (its -o), without running msprobe again."""
+    return _emit(report_dumps(ReportOptions(**given)), "text")

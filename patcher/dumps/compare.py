@@ -40,6 +40,7 @@ TENSOR_METRICS = ("Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr", "One Thous
 STATISTICS_METRICS = ("Max diff", "Min diff", "Mean diff", "L2norm diff", "MaxRelativeErr", "MinRelativeErr",
                       "MeanRelativeErr", "NormRelativeErr")
 LOG_NAME = "msprobe_compare.log"
+RESULT_NAME = "rlpatch_result.json"  # what rlpatch.dumps.stored keeps of a pair's run
 csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # stack-info cells are long
 
 
@@ -72,6 +73,7 @@ class PairResult:
     slicing_seconds: float = 0.0  # cutting the request's rows out of both dumps (rows pairs only)
     unsliced: list[str] = field(default_factory=list)  # tensors without a token dim of the step's size
     not_compared: list[str] = field(default_factory=list)  # TP shards that could not be rebuilt, with why
+    reused: bool = False  # its stored run is current (rlpatch.dumps.stored): its CSV is read, msprobe not run
 
     @property
     def counts(self) -> dict[str, int]:
@@ -173,13 +175,16 @@ def written_paths(results: list[PairResult]) -> list[str]:
     paths = []
     for result in results:
         mapped = os.path.join(result.out, MAPPED_FOLDER)
-        paths += [result.out, os.path.join(result.out, LOG_NAME), mapped, os.path.join(mapped, "dump.json"),
+        paths += [result.out, os.path.join(result.out, LOG_NAME), os.path.join(result.out, RESULT_NAME), mapped, os.path.join(mapped, "dump.json"),
                   os.path.join(mapped, "stack.json"), os.path.join(mapped, MAPPED_TENSORS)]
     return paths
 
 
 def run_one(result: PairResult) -> PairResult:
-    """Run one compare; its output goes to `{out}/msprobe_compare.log`, the newest new CSV is read."""
+    """Run one compare; its output goes to `{out}/msprobe_compare.log`, the newest new CSV is read and
+    the older ones removed (one CSV per pair folder). A reused pair only has its CSV read back."""
+    if result.reused:
+        return read_back(result)
     try:
         os.makedirs(result.out, exist_ok=True)
     except OSError as err:
@@ -207,6 +212,23 @@ def run_one(result: PairResult) -> PairResult:
                         + _level_hint(result.pair))
         return result
     result.csv_path = new[-1]
+    _remove_older(result.out, result.csv_path)
+    return read_back(result)
+
+
+def _remove_older(folder: str, kept: str) -> None:
+    """msprobe names each CSV by its time: a second run would leave two side by side."""
+    for path in glob.glob(os.path.join(folder, "compare_result_*.csv")):
+        if path != kept:
+            try:
+                os.unlink(path)  # a link is removed, never followed
+            except OSError:
+                pass
+
+
+def read_back(result: PairResult) -> PairResult:
+    """Read the pair's CSV: its rows, and the module where the sides start to differ."""
+    assert result.csv_path is not None
     try:
         result.rows, result.unmatched = read_compare_rows(result.csv_path)
     except (OSError, csv.Error, UnicodeDecodeError) as err:

@@ -38,6 +38,13 @@ class CompareOptions:
     jobs: int | None = None
     only: str | None = None  # a request id
     rank: int | None = None  # a training rank
+    force: bool = False  # compare again even the pairs whose stored results are current
     ray: str | None = None  # a cluster address: each pair compared on the node that holds it
     ray_runtime_env: str | None = None
     ray_timeout: float = RAY_TIMEOUT_S
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    out: str  # a compare's -o
+    report: str | None = None  # the page to write, inside `out` (default: `out`/report.html)
