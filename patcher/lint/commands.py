@@ -57,7 +57,9 @@ class LintCommand(NamedTuple):
 class LintOutcome(NamedTuple):
     """What a lint command gave: the files it linted, their results in command-line order, the
     warnings and per-file errors for stderr (in the order they are printed), the report for stdout
-    or `--output-file`, and the exit code (0 clean, 1 findings that fail, 2 an input error)."""
+    or `--output-file`, the exit code (0 clean, 1 findings that fail, 2 an input error), and the
+    invocation's notes for stderr, each said once however many scripts it concerns (which verl RL3xx
+    checked against when none was named, or why it did not run)."""
 
     files: tuple[str, ...]
     results: tuple[FileResult, ...]
@@ -65,6 +67,7 @@ class LintOutcome(NamedTuple):
     errors: tuple[str, ...]
     report: str
     exit_code: int
+    notes: tuple[str, ...] = ()
 
 
 class DetectCommand(NamedTuple):
@@ -113,7 +116,9 @@ def run_lint(command: LintCommand) -> LintOutcome:
     errors = tuple(result.error for result in results if result.error)
     order = {path: index for index, path in enumerate(files)}
     results.sort(key=lambda r: order.get(r.path, 0))
-    return LintOutcome(files, tuple(results), warnings, errors, lint_report(command, results), _exit_code(results, fail_on, exit_zero))
+    notes = tuple(dict.fromkeys(note for result in results for note in result.notes))
+    return LintOutcome(files, tuple(results), warnings, errors, lint_report(command, results), _exit_code(results, fail_on, exit_zero),
+                       notes)
 
 
 def _exit_code(results: list[FileResult], fail_on: str, exit_zero: bool) -> int:
@@ -231,6 +236,7 @@ def _settings_block(command: LintCommand, table: dict[str, Any], paths: list[str
         ("verl version", str(options.verl_version) + ("" if options.verl_root or script.verl_version
                                                      or table.get("verl_version") else " (newest release)")),
         ("verl root", options.verl_root or "(none)"),
+        ("hydra config (RL3xx)", _schema_verl(options)),
         ("python", options.extra.get("python") or "(none)"),
         ("sglang root", options.extra.get("sglang_root") or "(none)"),
         ("vllm-ascend root", options.extra.get("vllm_ascend_root") or "(none)"),
@@ -241,6 +247,12 @@ def _settings_block(command: LintCommand, table: dict[str, Any], paths: list[str
         ("extra overrides", " ".join(script.extra) or "(none)"),
     ]
     return "".join(f"{key}: {value}\n" for key, value in lines)
+
+
+def _schema_verl(options: LintOptions) -> str:
+    from rlpatch.lint.verl_default import describe
+
+    return describe(options)
 
 
 def _cwd_group(no_config: bool) -> Group:
