@@ -78,8 +78,15 @@ def test_offline_with_nothing_cached_is_one_line_and_the_findings_decide(default
     assert line.startswith(f"{NOTE} not run: no verl named and verl 0.9.1's config is not cached (cannot download verl==0.9.1")
     assert line.endswith("give --verl-root, --verl-version or --python, or run once online")
     # the failure is remembered: the next lint (a pre-commit hook's next commit) does not try again
+    marker = default_on / "schema" / "verl-0.9.1.download-failed"
+    tried = marker.stat().st_mtime_ns
     again = run_rlpatch("lint", "--select", "RL3", files[0])
-    assert again.returncode == 0 and "tried again 10 minutes after that" in again.stderr
+    assert again.returncode == 0 and again.stderr == result.stderr and "not tried again for 10 minutes" in line
+    assert marker.stat().st_mtime_ns == tried  # no second download was tried (none failed)
+    # forked workers (--jobs) try once between them, and the line is still said once
+    marker.unlink()
+    parallel = run_rlpatch("lint", "--select", "RL3", "--jobs", "2", *files)
+    assert parallel.returncode == 0 and len(parallel.stderr.splitlines()) == 1 and " not run: " in parallel.stderr
     # the other families' findings decide the exit code as usual
     assert run_rlpatch("lint", str(FIXTURES / "lint" / "samples" / "gen_tp_mismatch.sh")).returncode == 1
     assert "Traceback" not in result.stderr + again.stderr

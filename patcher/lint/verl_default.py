@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, NamedTuple
 
 from rlpatch.lint.rule import Fact, LintOptions
@@ -124,17 +126,45 @@ def _release(version: str, policy: str) -> DefaultVerl:
     tree = cached_tree("verl", version)
     if tree is not None:
         return DefaultVerl(str(tree), used)
-    failed = _recent_failure(version)
-    if failed:
-        return DefaultVerl(None, _not_run(version, failed))
-    from rlpatch.errors import InputError
-    from rlpatch.upstream.api import unpacked_tree
+    with _one_try_at_a_time():
+        # Asked again under the lock: forked lint workers (--jobs) that all miss the cache wait for the
+        # first one's download, or learn of its failure, instead of each waiting on the network in turn.
+        tree = cached_tree("verl", version)
+        if tree is not None:
+            return DefaultVerl(str(tree), used)
+        failed = _recent_failure(version)
+        if failed:
+            return DefaultVerl(None, _not_run(version, failed))
+        from rlpatch.errors import InputError
+        from rlpatch.upstream.api import unpacked_tree
 
+        try:
+            return DefaultVerl(str(unpacked_tree("verl", version, timeout=DOWNLOAD_TIMEOUT_S)), used)
+        except InputError as err:
+            _remember_failure(version, err.message)
+            return DefaultVerl(None, _not_run(version, err.message))
+
+
+@contextmanager
+def _one_try_at_a_time() -> Iterator[None]:
+    """An exclusive lock on the default verl's download (none when the cache cannot hold a lock file)."""
+    import fcntl
+
+    from rlpatch.upstream.api import cache_dir
+
+    folder = cache_dir() / "schema"
     try:
-        return DefaultVerl(str(unpacked_tree("verl", version, timeout=DOWNLOAD_TIMEOUT_S)), used)
-    except InputError as err:
-        _remember_failure(version, err.message)
-        return DefaultVerl(None, _not_run(version, err.message))
+        folder.mkdir(parents=True, exist_ok=True)
+        handle = open(folder / ".default-verl.lock", "a+")
+    except OSError:
+        yield
+        return
+    with handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _which_release(version: str) -> str:
@@ -144,8 +174,9 @@ def _which_release(version: str) -> str:
 
 
 def _not_run(version: str, why: str) -> str:
-    return (f"{FAMILY} not run: no verl named and verl {version}'s config is not cached ({why}); "
-            f"{NAME_ONE}, or run once online")
+    """The same words for the try that failed and the lints that do not try again (one line for all workers)."""
+    return (f"{FAMILY} not run: no verl named and verl {version}'s config is not cached ({why}; not tried again "
+            f"for {RETRY_AFTER_S // 60} minutes); {NAME_ONE}, or run once online")
 
 
 def _failure_marker(version: str):
@@ -163,7 +194,7 @@ def _recent_failure(version: str) -> str | None:
         said = marker.read_text(encoding="utf-8").strip()
     except OSError:
         return None
-    return f"{said}; tried again {RETRY_AFTER_S // 60} minutes after that"
+    return said
 
 
 def _remember_failure(version: str, why: str) -> None:
