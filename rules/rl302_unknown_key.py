@@ -9,7 +9,8 @@ does not have.
 
 Hydra composes verl's config in struct mode: `key=value` may only change an existing key ("Could
 not override ... To append to your config use +"). The schema is the real config of the verl that
-will run (`--verl-root`, `--verl-version`, or the verl installed for `--python`), composed with
+will run (`--verl-root`, `--verl-version`, or the verl installed for `--python`; with none named,
+that of the script's own interpreter when known here, else the newest release), composed with
 the script's config name and group overrides, so keys removed in a release are caught too
 (`megatron.grad_offload` from 0.9.1, `trainer.use_legacy_worker_impl` from 0.8.0). Keys below the
 empty `engine_kwargs.vllm` / `.sglang` / `.trtllm` dicts need `+` (the inference dump key itself is
@@ -65,7 +66,7 @@ class UnknownConfigKey(LintRule):
 
     def check(self, ctx: LintContext) -> None:
         verdict = hydra_family.schema_verdict(ctx)
-        if verdict is None:  # no verl named or installed: nothing to check against
+        if verdict is None:  # no verl to check against (the invocation's one note says why)
             return
         hydra_family.note_unchecked(ctx, verdict)
         # A value known only on the cluster does not hide a wrong key: the key alone is judged.

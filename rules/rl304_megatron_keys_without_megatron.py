@@ -43,7 +43,7 @@ class MegatronKeysWithoutMegatron(LintRule):
 
     def check(self, ctx: LintContext) -> None:
         verdict = hydra_family.schema_verdict(ctx)
-        if verdict is None:  # no verl named or installed: nothing to check against
+        if verdict is None:  # no verl to check against (the invocation's one note says why)
             return
         hydra_family.note_unchecked(ctx, verdict)
         # A value known only on the cluster does not hide a wrong key: the key alone is judged.

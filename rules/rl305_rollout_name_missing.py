@@ -38,7 +38,7 @@ class RolloutNameMissing(LintRule):
 
     def check(self, ctx: LintContext) -> None:
         verdict = hydra_family.schema_verdict(ctx)
-        if verdict is None:  # no verl named or installed: nothing to check against
+        if verdict is None:  # no verl to check against (the invocation's one note says why)
             return
         hydra_family.note_unchecked(ctx, verdict)
         for problem in hydra_family.problems_in_script(ctx, verdict, self.code, value_needed=True):

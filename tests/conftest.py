@@ -88,6 +88,17 @@ def snapshot(root: Path, *, skip_state: bool = False) -> dict[str, tuple[str, in
     return result
 
 
+@pytest.fixture(autouse=True)
+def no_default_verl_download(request, monkeypatch):
+    """Without the `upstream` marker a test never downloads: `rlpatch lint` with no verl named checks
+    Hydra overrides against no default verl (RLPATCH_DEFAULT_VERL=none), as it did before the default
+    existed. An upstream test gets the real default: the newest release's config, from the cache."""
+    if request.node.get_closest_marker("upstream") is None:
+        monkeypatch.setenv("RLPATCH_DEFAULT_VERL", "none")
+    else:
+        monkeypatch.delenv("RLPATCH_DEFAULT_VERL", raising=False)
+
+
 @pytest.fixture
 def verl_tree(tmp_path):
     """A factory: a writable copy of a released verl wheel's tree (downloaded once, cached)."""

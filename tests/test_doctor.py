@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -423,3 +424,36 @@ def test_vllm_ascend_without_vllm_warns(venv):
     assert f"{python} -m pip install vllm==0.13.0" in found[0]["message"]
     python = venv("both", stand_in_msprobe(), STAND_IN_TORCH, _dist("vllm-ascend", "0.13.0"), _dist("vllm", "0.13.0"))
     assert not [v for v in doctor_json("--python", str(python))[1]["verdicts"] if v["check"] == "vllm"]
+
+
+def test_lint_checks_against_the_targets_verl_else_the_release(venv, tmp_path, fixture_tree, monkeypatch):
+    """doctor lints the script against the verl its target imports (issue 29.1); a target without verl
+    gets the newest release's config from the cache (here verl_mini stands in for it), offline a WARN."""
+    monkeypatch.delenv("RLPATCH_DEFAULT_VERL", raising=False)
+    monkeypatch.setenv("RLPATCH_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    script = tmp_path / "run.sh"
+    script.write_text("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm trainer.nnode=1\n")
+    python = venv("noverl", stand_in_msprobe(), STAND_IN_TORCH)
+
+    def lint_verdicts() -> list[tuple[str, str, str]]:
+        payload = doctor_json("--python", str(python), "--script", str(script))[1]
+        return [(v["level"], v["check"], v["message"]) for v in payload["verdicts"] if v["check"].startswith("lint")]
+
+    offline = lint_verdicts()
+    assert [(level, check) for level, check, _ in offline] == [("OK", "lint"), ("WARN", "lint")]
+    assert "RL301-RL306 not run: no verl named and verl 0.9.1's config is not cached" in offline[1][2]
+    release = tmp_path / "cache" / "wheels" / "verl" / "0.9.1" / "any" / "tree"
+    shutil.copytree(FIXTURES / "verl_mini", release)
+    (release / ".complete").write_text("verl-0.9.1-py3-none-any.whl\n")
+    against_release = lint_verdicts()
+    assert [(level, check) for level, check, _ in against_release] == [("FAIL", "lint RL302"), ("OK", "lint")]
+    assert against_release[1][2].endswith("checked against verl 0.9.1, the newest release, as the interpreter "
+                                          "that runs verl has none")
+    # a target that imports verl (here a tree that has `trainer.nnode`): that tree decides, and no note
+    target_tree = fixture_tree("verl_mini")
+    config = target_tree / "verl" / "trainer" / "config" / "ppo_trainer.yaml"
+    config.write_text(config.read_text().replace("  nnodes: 1\n", "  nnodes: 1\n  nnode: 1\n"))
+    monkeypatch.setenv("PYTHONPATH", str(target_tree))
+    assert lint_verdicts() == [("OK", "lint", f"rlpatch lint {script}: no findings")]

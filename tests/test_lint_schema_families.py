@@ -79,14 +79,15 @@ def lint_in_fresh_process(args: list[str], env: dict[str, str], cwd: Path | None
 
 
 def test_schema_family_without_verl_is_silent_and_imports_no_hydra(tmp_path: Path) -> None:
-    """No verl anywhere and none named: no finding, and the lint process never imports Hydra or libcst.
-    Named but unusable (a --verl-root without verl): the one-line "skipped" note."""
+    """No verl named and the default verl turned off (RLPATCH_DEFAULT_VERL=none; without it, the
+    newest release: test_lint_default_verl): no finding, and the lint process never imports Hydra
+    or libcst. Named but unusable (a --verl-root without verl): the one-line "skipped" note."""
     if probe_here(("verl",))["verl"].found:
         return  # this interpreter has verl: the family runs (covered by the tests below)
     script = tmp_path / "run.sh"
     script.write_text(f"{ENTRY} data.train_files=~/x\n")
     args = ["lint", "--format", "json", "--exit-zero", "--select", "RL3", str(script)]
-    output, modules = lint_in_fresh_process(args, {}, tmp_path)
+    output, modules = lint_in_fresh_process(args, {"RLPATCH_DEFAULT_VERL": "none"}, tmp_path)
     assert json.loads(output) == []
     assert modules == []
     bare = tmp_path / "bare" / "verl"  # a verl package without its trainer/config directory

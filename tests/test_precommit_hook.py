@@ -16,7 +16,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 BAD = "python3 -m verl.trainer.main_ppo trainer.n_gpus_per_node=8 actor_rollout_ref.rollout.tensor_model_parallel_size=3\n"
-GOOD = "#!/usr/bin/env bash\npython3 -m verl.trainer.main_ppo trainer.nnodes=1\n"
+GOOD = "#!/usr/bin/env bash\npython3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm trainer.nnodes=1\n"
 INSTALL = "#!/bin/sh\nset -e\nmkdir -p ~/.local/bin && cp tool ~/.local/bin/\n"  # an ordinary script: no verl
 HIDDEN = 'bash "$TMP" actor_rollout_ref.rollout.enforce_eager=True\n'  # a verl script whose launch is hidden
 BAD_CONFIG = '{"task": "statistics", "level": "L7", "dump_path": "/tmp/dump"}\n'  # msprobe refuses level L7

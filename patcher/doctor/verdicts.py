@@ -194,23 +194,30 @@ def tree_roots(packages: dict[str, Any]) -> dict[str, str]:
 def lint_verdicts(script: str, mode: str | None, packages: dict[str, Any],
                   env: dict[str, str] | None = None) -> tuple[list[Verdict], list[dict[str, Any]]]:
     """The script's findings as `rlpatch lint` gives them on the path doctor checked (`--env`), with the
-    versions of the trees the target imports."""
+    trees the target imports: its verl, else the released verl (never the verl of rlpatch's own
+    Python, which is not the one that will run)."""
     from rlpatch.lint import api as lint
 
     roots = tree_roots(packages)
     # the shell environment doctor read the script with (`--use-env`), and `--env` over it: the same path
     how = lint.ScriptOptions(mode=mode, env=tuple(f"{name}={value}" for name, value in (env or {}).items()), use_env=True,
                              verl_root=roots.get("verl"), sglang_root=roots.get("sglang"),
-                             vllm_ascend_root=roots.get("vllm_ascend"))
+                             vllm_ascend_root=roots.get("vllm_ascend"), verl_default="release")
     try:
-        findings = lint.findings_json(lint.run_lint(lint.LintCommand(files=(script,), script=how, output_format="json")))
+        outcome = lint.run_lint(lint.LintCommand(files=(script,), script=how, output_format="json"))
+        findings = lint.findings_json(outcome)
     except Exception as err:  # noqa: BLE001 - the line `rlpatch lint` would have ended with, as a verdict
         return [Verdict("FAIL", "lint", f"rlpatch lint {script}: {_failure_line(err)}")], []
+    # which verl RL3xx checked against when the target has none, or why it did not run (a WARN: unchecked)
+    checked = [note for note in outcome.notes if " not run: " not in note]
+    unchecked = [Verdict("WARN", "lint", f"rlpatch lint {script}: {note}") for note in outcome.notes if note not in checked]
     if not findings:
-        return [Verdict("OK", "lint", f"rlpatch lint {script}: no findings")], []
+        said = "".join(f" ({note})" for note in checked)
+        return [Verdict("OK", "lint", f"rlpatch lint {script}: no findings{said}"), *unchecked], []
+    against = [Verdict("OK", "lint", f"rlpatch lint {script}: {note}") for note in checked] + unchecked
     level = {"error": "FAIL", "warning": "WARN", "info": "WARN"}
     return [Verdict(level.get(f["severity"], "WARN"), f"lint {f['code']}", f"{f['file']}:{f['line']}: {f['message']}")
-            for f in findings], findings
+            for f in findings] + against, findings
 
 
 # The rollout engine of each `rollout.name` as the target must import it (distribution names).

@@ -114,8 +114,10 @@ def lint_cmd(ctx: click.Context, files: tuple[str, ...], **values: Any) -> int:
         click.echo(f"rlpatch lint: warning: {shown(warning)}", err=True)
     for error in outcome.errors:
         click.echo(f"rlpatch: error: {shown(error)}", err=True)
-    write_report(outcome.report, command.output_file)
     for note in outcome.notes:
+        click.echo(f"rlpatch lint: {shown(note)}", err=True)
+    write_report(outcome.report, command.output_file)
+    for note in outcome.fix_notes:
         click.echo(note, err=True)
     return outcome.exit_code
 

@@ -64,7 +64,9 @@ class LintCommand(NamedTuple):
 class LintOutcome(NamedTuple):
     """What a lint command gave: the files it linted, their results in command-line order, the
     warnings and per-file errors for stderr (in the order they are printed), the report for stdout
-    or `--output-file`, and the exit code (0 clean, 1 findings that fail, 2 an input error)."""
+    or `--output-file`, the exit code (0 clean, 1 findings that fail, 2 an input error), and the
+    invocation's notes for stderr, each said once however many scripts it concerns (which verl RL3xx
+    checked against when none was named, or why it did not run)."""
 
     files: tuple[str, ...]
     results: tuple[FileResult, ...]
@@ -72,7 +74,8 @@ class LintOutcome(NamedTuple):
     errors: tuple[str, ...]
     report: str
     exit_code: int
-    notes: tuple[str, ...] = ()  # for stderr, plain (what --fix did)
+    notes: tuple[str, ...] = ()
+    fix_notes: tuple[str, ...] = ()  # what --fix / --diff did, printed after the report
 
 
 class DetectCommand(NamedTuple):
@@ -118,16 +121,21 @@ def run_lint(command: LintCommand) -> LintOutcome:
     # As ruff: a warning, not an error (an empty tree is clean).
     warnings = () if files else ("no *.sh files found",)
     results, fail_on, exit_zero = _lint_groups(command, files)
-    notes: tuple[str, ...] = ()
+    fix_notes: tuple[str, ...] = ()
     if command.diff:
         return _diff_outcome(command, files, results, warnings)
     if command.fix:
-        results, notes = _fixed(command, files, results)
+        results, fix_notes = _fixed(command, files, results)
     errors = tuple(result.error for result in results if result.error)
     order = {path: index for index, path in enumerate(files)}
     results.sort(key=lambda r: order.get(r.path, 0))
     return LintOutcome(files, tuple(results), warnings, errors, lint_report(command, results),
-                       _exit_code(results, fail_on, exit_zero), notes)
+                       _exit_code(results, fail_on, exit_zero), _notes(results), fix_notes)
+
+
+def _notes(results: list[FileResult]) -> tuple[str, ...]:
+    """The invocation's notes for stderr, each said once however many scripts it concerns."""
+    return tuple(dict.fromkeys(note for result in results for note in result.notes))
 
 
 def _diff_outcome(command: LintCommand, files: tuple[str, ...], results: list[FileResult],
@@ -141,7 +149,7 @@ def _diff_outcome(command: LintCommand, files: tuple[str, ...], results: list[Fi
     note = f"Would fix {count} finding{'s' if count != 1 else ''}." if count else "No fixes available."
     code = 2 if errors else (1 if fixed else 0)
     return LintOutcome(files, tuple(results), warnings, errors, "".join(unified_diff(item) for item in fixed), code,
-                       (note + _hidden_unsafe(results, command.unsafe_fixes),))
+                       _notes(results), (note + _hidden_unsafe(results, command.unsafe_fixes),))
 
 
 def _fixed(command: LintCommand, files: tuple[str, ...], results: list[FileResult]) -> tuple[list[FileResult], tuple[str, ...]]:
@@ -352,6 +360,7 @@ def _settings_block(command: LintCommand, table: dict[str, Any], paths: list[str
         ("verl version", str(options.verl_version) + ("" if options.verl_root or script.verl_version
                                                      or table.get("verl_version") else " (newest release)")),
         ("verl root", options.verl_root or "(none)"),
+        ("hydra config (RL3xx)", _schema_verl(options)),
         ("python", options.extra.get("python") or "(none)"),
         ("sglang root", options.extra.get("sglang_root") or "(none)"),
         ("vllm-ascend root", options.extra.get("vllm_ascend_root") or "(none)"),
@@ -362,6 +371,12 @@ def _settings_block(command: LintCommand, table: dict[str, Any], paths: list[str
         ("extra overrides", " ".join(script.extra) or "(none)"),
     ]
     return "".join(f"{key}: {value}\n" for key, value in lines)
+
+
+def _schema_verl(options: LintOptions) -> str:
+    from rlpatch.lint.verl_default import describe
+
+    return describe(options)
 
 
 def _cwd_group(no_config: bool, config_file: str | None = None) -> Group:

@@ -27,15 +27,16 @@ class FileResult:
     runs and evaluation that `detect` and `gen` read). The records of the lint path are plain
     classes: a dataclass costs about a millisecond of every cold start to create."""
 
-    __slots__ = ("path", "findings", "runs", "error", "evaluation")
+    __slots__ = ("path", "findings", "runs", "error", "evaluation", "notes")
 
     def __init__(self, path: str, findings: list[Finding] | None = None, runs: list[Run] | None = None,
-                 error: str | None = None, evaluation: Evaluation | None = None) -> None:
+                 error: str | None = None, evaluation: Evaluation | None = None, notes: tuple[str, ...] = ()) -> None:
         self.path = path
         self.findings: list[Finding] = [] if findings is None else findings
         self.runs: list[Run] = [] if runs is None else runs
         self.error = error
         self.evaluation = evaluation
+        self.notes = notes  # the invocation's notes (`LintOptions.notes`) as they stood after this file
 
     def __repr__(self) -> str:
         return f"FileResult({self.path!r}, {len(self.findings)} findings, error={self.error!r})"
@@ -214,6 +215,7 @@ def lint_path(path: str, options: LintOptions, rules: Rules, stdin_text: bytes |
     """Lint one path ("-" reads `stdin_text`); an input problem becomes `FileResult.error`.
     With a `RuleSet` (from `select_rules`) every finding then passes its code filter."""
     result = _lint_path(path, options, rules, stdin_text)
+    result.notes = tuple(options.notes)
     if isinstance(rules, RuleSet):
         result.findings = [finding for finding in result.findings if rules.codes.keeps(finding)]
     return result
@@ -252,7 +254,7 @@ def _findings_only(result: FileResult) -> FileResult:
     """What the reporters read. Runs and the evaluation are dropped as soon as a file is done:
     they are large to pickle back from a worker, and, kept for hundreds of files, they make every
     full garbage collection walk all of them."""
-    return FileResult(result.path, result.findings, error=result.error)
+    return FileResult(result.path, result.findings, error=result.error, notes=result.notes)
 
 
 def lint_paths(tasks: list[LintTask], stdin_text: bytes | None = None, jobs: int = 1) -> list[FileResult]:
@@ -329,6 +331,7 @@ def _lint_forked(tasks: list[LintTask], stdin_text: bytes | None, workers: int) 
                 raise InputError("a lint worker process died; run with --jobs 1 to see which file")
             for index, result in pickle.loads(data):
                 results[index] = result
+                tasks[index][1].notes.update(dict.fromkeys(result.notes))  # a worker's notes are the parent's too
     finally:
         for pid, _, _ in children:  # after an error: end the workers this call started, by PID
             try:

@@ -1,8 +1,8 @@
 """RL3xx facts: one Hydra/schema verdict per run, shared by the RL301-RL306 rule modules.
 
 `rlpatch.lint.hydra_schema` decides; this module turns a `Run` into its override records, picks the
-verl config from the lint options, keeps the verdict in the run's facts (six rules, one compose),
-and maps each problem's offsets inside an override back to the script (through variables, arrays
+verl tree (the one the lint options name, else `verl_default`'s: the verl that will run), keeps the
+verdict in the run's facts (six rules, one compose), and maps each problem's offsets inside an override back to the script (through variables, arrays
 and continuations, via `Arg.sub_span`). Each rule module reports its own problems from the verdict.
 """
 
@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # imported when a run is checked: a lint that never gets ther
     from rlpatch.lint.hydra_schema import OverrideRecord, SchemaResult
 
 SCHEMA_VERDICT: Fact[SchemaResult] = Fact("hydra schema verdict")  # a run's (LintContext.facts)
-VERL_FOUND_HERE: Fact[bool] = Fact("verl found here")  # the lint invocation's (target_facts)
+DEFAULT_ROOT: Fact[str | None] = Fact("default verl root")  # a run's, when no verl is named
 
 
 class ScriptProblem(NamedTuple):
@@ -31,15 +31,21 @@ class ScriptProblem(NamedTuple):
 
 
 def schema_verdict(ctx: LintContext) -> SchemaResult | None:
-    """The Hydra verdict on `ctx.run`, composed once per run and shared by RL301-RL306; None when
-    no verl is named or installed here: the family stays silent, without even importing the schema
-    module (the verdict could only be "skipped: no verl tree found")."""
-    if not _target_named(ctx.options):
+    """The Hydra verdict on `ctx.run`, composed once per run and shared by RL301-RL306, against the
+    verl the user named, else the verl that will run (`verl_default`); None when there is none to
+    check against: the family stays silent for the run (the invocation's one note says why)."""
+    options = ctx.options
+    if _target_named(options):
+        return ctx.facts.get_or_compute(SCHEMA_VERDICT, lambda: _compute(ctx, options.verl_root))
+    from rlpatch.lint.verl_default import default_verl
+
+    root = ctx.facts.get_or_compute(DEFAULT_ROOT, lambda: default_verl(options, ctx.run).root)
+    if root is None:
         return None
-    return ctx.facts.get_or_compute(SCHEMA_VERDICT, lambda: _compute(ctx))
+    return ctx.facts.get_or_compute(SCHEMA_VERDICT, lambda: _compute(ctx, root))
 
 
-def _compute(ctx: LintContext) -> SchemaResult:
+def _compute(ctx: LintContext, verl_root: str | None) -> SchemaResult:
     from rlpatch.lint.hydra_schema import lint_overrides
 
     run = ctx.run
@@ -47,7 +53,7 @@ def _compute(ctx: LintContext) -> SchemaResult:
     options = ctx.options
     return lint_overrides(
         records,
-        verl_root=options.verl_root,
+        verl_root=verl_root,
         python=options.extra.get("python"),
         verl_version=options.extra.get("verl_version_given"),
         config_path=run.config_dir,
@@ -57,20 +63,8 @@ def _compute(ctx: LintContext) -> SchemaResult:
 
 
 def _target_named(options: LintOptions) -> bool:
-    """The "skipped" note is for a user who named a verl (or whose verl is found) and still gets no
-    schema check (no hydra-core, no config dir). Without any verl and without a target option the
-    family stays silent, like RL5xx/RL6xx: a pre-commit hook on a laptop without verl would
-    otherwise print the same note for every script."""
-    if options.verl_root or options.extra.get("python") or options.extra.get("verl_version_given"):
-        return True
-    # Asked by six rules for every run: find_spec walks sys.path each time, so ask once per lint invocation.
-    return options.target_facts.get_or_compute(VERL_FOUND_HERE, _verl_found_here)
-
-
-def _verl_found_here() -> bool:
-    from rlpatch.upstream.api import probe_here
-
-    return probe_here(("verl",))["verl"].found
+    """A verl the user named: its problems (no hydra-core, no config dir) are the run's RL002 note."""
+    return bool(options.verl_root or options.extra.get("python") or options.extra.get("verl_version_given"))
 
 
 # A value the script computes at run time (`trainer.nnodes=$SLURM_NNODES`) is unknown, but its key is

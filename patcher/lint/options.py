@@ -46,6 +46,9 @@ class ScriptOptions(NamedTuple):
     vllm_ascend_root: str | None = None
     allow_level: tuple[str, ...] = ()
     extra: tuple[str, ...] = ()
+    # No command-line option: a caller that knows the interpreter and found no verl there (doctor)
+    # says "release" so that RL3xx checks against the release, never rlpatch's own verl.
+    verl_default: str | None = None
 
     def command_line(self) -> dict[str, Any]:
         """The values as `build_options` reads them (the extra overrides apart)."""
@@ -108,6 +111,7 @@ def build_options(cli: dict[str, Any], config: dict[str, Any], extra: list[str])
     if mode is not None and mode not in MODES:
         raise InputError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     targets = {name: pick(name) for name in ("python", "sglang_root", "vllm_ascend_root")}
+    targets["verl_default"] = cli.get("verl_default")
     targets["verl_version_given"] = str(version) if version and cli.get("verl_version") else None
     for name, option in (("sglang_version", "--sglang-version"), ("vllm_ascend_version", "--vllm-ascend-version")):
         targets[name] = _version(cli.get(name), option)  # told by the caller (gen): no tree needed for it

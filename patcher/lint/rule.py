@@ -185,6 +185,9 @@ class LintOptions:
         # Answers about the target environment, kept for one lint invocation (this options object):
         # the trees may change between invocations, never during one.
         self.target_facts = Facts()
+        # One-line notes about the whole invocation (which verl RL3xx checked against), printed once:
+        # an ordered set, filled by the rules and, from forked workers, by the engine.
+        self.notes: dict[str, None] = {}
 
     def __repr__(self) -> str:
         return f"LintOptions(verl_version={self.verl_version}, verl_root={self.verl_root!r}, mode={self.mode!r})"

@@ -3,7 +3,8 @@
 - versions: `Version` (PEP 440 ordering, the edge versions `packaging` accepts);
 - what is installed where, read from metadata and version files with nothing imported: `probe`
   (an interpreter, or this one; `probe_here`), `probe_root` (a tree), `find_package_dir`, each an `Installed`;
-- the released-wheel cache (tests, `--verl-version`): `unpacked_tree`, `fresh_copy`, `cache_dir`;
+- the released-wheel cache (tests, `--verl-version`, lint's default verl): `unpacked_tree`, `cached_tree`,
+  `fresh_copy`, `cache_dir`;
 - the trees a patch command acts on: `Target`, `Package`, `OPTION_OF`, `target_for_root`,
   `imported_target`;
 - whether a launch's entry module exists in the target verl and which trainer it starts, read from
@@ -36,7 +37,7 @@ if TYPE_CHECKING:  # the type checker sees every name; at run time the heavier o
     from rlpatch.upstream.trainers import Coverage as TrainerCoverage
     from rlpatch.upstream.trainers import coverage as trainer_coverage
     from rlpatch.upstream.trainers import describe as describe_coverage
-    from rlpatch.upstream.wheelcache import cache_dir, fresh_copy, unpacked_tree
+    from rlpatch.upstream.wheelcache import cache_dir, cached_tree, fresh_copy, unpacked_tree
 
 # Where each name that loads on first use lives, and its name there. `rlpatch lint` starts with
 # `Version` alone: the probes, the wheel cache and the targets bring subprocess, zipfile, tempfile,
@@ -52,7 +53,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "TrainerCoverage": ("trainers", "Coverage"),
     "trainer_coverage": ("trainers", "coverage"),
     "describe_coverage": ("trainers", "describe"),
-    **{name: ("wheelcache", name) for name in ("cache_dir", "fresh_copy", "unpacked_tree")},
+    **{name: ("wheelcache", name) for name in ("cache_dir", "cached_tree", "fresh_copy", "unpacked_tree")},
 }
 
 
@@ -71,7 +72,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "ALL_TRAINERS", "DUMP_PHASES", "EntryCheck", "OPTION_OF", "PROBE_SOURCE", "TRAINERS", "TRUTHY", "Installed", "Package",
-    "Target", "TrainerCoverage", "Version", "cache_dir", "check_entry", "describe_coverage", "env_is_on", "find_package_dir",
+    "Target", "TrainerCoverage", "Version", "cache_dir", "cached_tree", "check_entry", "describe_coverage", "env_is_on", "find_package_dir",
     "fresh_copy", "imported_target", "is_on", "last_words", "probe", "probe_here", "probe_root", "py_tuple",
     "read_probe_answer", "run_bounded", "target_for_root", "trainer_coverage", "unpacked_tree",
     "with_probe_marker",

@@ -100,9 +100,20 @@ def probe_here(projects: tuple[str, ...] = tuple(PROJECTS)) -> dict[str, Install
 
 def probe(python: str | None, projects: tuple[str, ...] = tuple(PROJECTS)) -> dict[str, Installed]:
     """`probe_interpreter` for another interpreter, `probe_here` for this one (or when none is named)."""
-    if python is None or os.path.realpath(python) == os.path.realpath(sys.executable):
+    if python is None or is_this_interpreter(python):
         return probe_here(projects)
     return probe_interpreter(python, projects)
+
+
+def is_this_interpreter(python: str) -> bool:
+    """Whether `python` is the interpreter running rlpatch *and* its environment: every venv's python
+    links to the same base interpreter, so the resolved files alone would make two venvs one."""
+    return os.path.realpath(python) == os.path.realpath(sys.executable) and _venv_of(python) == _venv_of(sys.executable)
+
+
+def _venv_of(python: str) -> str | None:
+    root = os.path.dirname(os.path.dirname(os.path.abspath(python)))
+    return root if os.path.isfile(os.path.join(root, "pyvenv.cfg")) else None
 
 
 def _installed_from_probe(project: str, raw: dict[str, str | None]) -> Installed:

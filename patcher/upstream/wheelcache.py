@@ -82,13 +82,27 @@ def pip_command(project: str, version: str) -> list[str]:
                      f"or give the unpacked tree instead (--verl-root for verl)")
 
 
-def wheel_path(project: str, version: str, platform: Platform = None, python_version: str | None = None) -> Path:
+def _folder(project: str, version: str, tags: tuple[str, ...]) -> Path:
+    return cache_dir() / "wheels" / project / version / ("+".join(tags) or "any")
+
+
+def cached_tree(project: str, version: str, platform: Platform = None) -> Path | None:
+    """The unpacked tree of `project==version` when the cache already holds it, else None: no
+    download, no lock (the tree appears whole, by a rename), for callers that must not wait."""
+    tree = _folder(project, version, _platform_tags(platform)) / "tree"
+    return tree if (tree / ".complete").exists() else None
+
+
+def wheel_path(project: str, version: str, platform: Platform = None, python_version: str | None = None,
+               timeout: float | None = None) -> Path:
     """The downloaded wheel file of `project==version`, downloading it on first use.
 
     `project` is the name as given (the cache is keyed by it): always spell one project the same way.
+    `timeout` bounds the download (seconds; pip's own connection timeout is a third of it, one retry):
+    for a caller that has a fallback, such as lint's default verl, a missing network is not a hang.
     """
     tags = _platform_tags(platform)
-    folder = cache_dir() / "wheels" / project / version / ("+".join(tags) or "any")
+    folder = _folder(project, version, tags)
     with _cache_lock():
         found = sorted(folder.glob("*.whl"))
         if found:
@@ -102,8 +116,13 @@ def wheel_path(project: str, version: str, platform: Platform = None, python_ver
             command.append("--only-binary=:all:")
             if python_version:
                 command += ["--python-version", python_version]
+        if timeout is not None:
+            command += ["--timeout", str(max(1, int(timeout / 3))), "--retries", "1"]
         command.append(f"{project}=={version}")
-        result = subprocess.run(command, capture_output=True, text=True)
+        try:
+            result = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise InputError(f"cannot download {project}=={version}: no answer within {timeout:g} s") from None
         found = sorted(folder.glob("*.whl"))
         if result.returncode != 0 or not found:
             detail = (result.stderr.strip().splitlines() or ["no wheel downloaded"])[-1]
@@ -111,9 +130,10 @@ def wheel_path(project: str, version: str, platform: Platform = None, python_ver
         return found[0]
 
 
-def unpacked_tree(project: str, version: str, platform: Platform = None, python_version: str | None = None) -> Path:
+def unpacked_tree(project: str, version: str, platform: Platform = None, python_version: str | None = None,
+                  timeout: float | None = None) -> Path:
     """A pristine, read-only-by-convention unpacked copy of the wheel: the root that holds the package."""
-    wheel = wheel_path(project, version, platform, python_version)
+    wheel = wheel_path(project, version, platform, python_version, timeout)
     target = wheel.parent / "tree"
     with _cache_lock():
         if (target / ".complete").exists():
