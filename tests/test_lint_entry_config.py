@@ -117,8 +117,10 @@ def test_config_path_is_relative_to_the_module() -> None:
                            config_name="async_megatron_trainer.yaml", base_dir=TREE / "examples")
     assert source.config_dir == (TREE / "verl" / "experimental" / "async_demo" / "config").resolve()
     assert source.search_dirs == ((TREE / "verl" / "trainer" / "config").resolve(),)  # its file://, from the checkout
-    with pytest.raises(Exception, match="not a directory"):
-        locate_config(verl_root=TREE, entry="verl.trainer.sft_trainer", config_path="conf", base_dir=TREE / "examples")
+    # a folder that is not there beside the module: Hydra stops ("Primary config directory not found")
+    result = lint_overrides([OverrideRecord.from_text("trainer.nnodes=2")], verl_root=TREE, config_path="conf",
+                            entry="verl.trainer.sft_trainer", base_dir=TREE / "examples")
+    assert [p.code for p in result.problems] == ["RL302"] and "does not exist" in result.problems[0].message
 
 
 def test_recipe_entry_found_above_the_script() -> None:

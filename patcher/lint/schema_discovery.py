@@ -77,10 +77,7 @@ def locate_config(
     if not name or not path:
         raise SchemaUnknown(f"{module_file}'s @hydra.main names no config_path and config_name: its config is unknown")
     cwd = _launch_dir(entry, module_file, package, run_dirs)
-    primary = _primary_dir(path, module_file, package, run_dirs)
-    if not primary.is_dir():
-        raise SchemaUnavailable(f"the config path {primary} (from {_path_origin(config_path, module_file)}) "
-                                "is not a directory")
+    primary = _primary_dir(path, module_file, package, run_dirs)  # missing: Hydra's error, when composing
     entries = list(searchpath) if searchpath is not None else _primary_searchpath(primary / f"{name}.yaml")
     search_dirs = tuple(_search_dir(item, cwd, package, run_dirs) for item in entries)
     return ConfigSource(primary.resolve(), name, installed_version, origin,
@@ -138,10 +135,6 @@ def _primary_dir(path: str, module_file: str, package: Path, run_dirs: tuple[str
     if os.path.isabs(path):
         return Path(path)
     return Path(os.path.normpath(os.path.join(os.path.realpath(os.path.dirname(module_file)), path)))
-
-
-def _path_origin(config_path: str | Path | None, module_file: str) -> str:
-    return f"--config-path {config_path}" if config_path is not None else f"the @hydra.main of {module_file}"
 
 
 def _primary_searchpath(primary_file: Path) -> list[str]:
