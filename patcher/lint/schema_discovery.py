@@ -139,17 +139,38 @@ def _primary_dir(path: str, module_file: str, package: Path, run_dirs: tuple[str
 
 def _primary_searchpath(primary_file: Path) -> list[str]:
     """The primary config's own `hydra.searchpath` (Hydra reads it before composing; a command-line
-    `hydra.searchpath=[...]` replaces it). An unreadable file has none: composing it says why."""
+    `hydra.searchpath=[...]` replaces it). Only the top-level `hydra:` block is parsed: most configs
+    have none, and verl's ppo_trainer.yaml takes tens of milliseconds to load whole, on every cold
+    lint. An unreadable file has none: composing it says why."""
+    try:
+        with open(primary_file, "rb") as handle:
+            text = handle.read(MAX_PRIMARY_BYTES).decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return []
+    block = _top_level_block(text, "hydra")
+    if block is None:
+        return []
     try:
         import yaml
 
-        with open(primary_file, "rb") as handle:
-            data = yaml.safe_load(handle.read(MAX_PRIMARY_BYTES))
+        data = yaml.safe_load(block)
     except Exception:  # noqa: BLE001 - a broken primary config is the composition's error to report
         return []
     hydra = data.get("hydra") if isinstance(data, dict) else None
     entries = hydra.get("searchpath") if isinstance(hydra, dict) else None
     return [str(item) for item in entries] if isinstance(entries, list) else []
+
+
+def _top_level_block(text: str, key: str) -> str | None:
+    """The lines of the top-level mapping entry `key:` of a YAML document (up to the next top-level
+    key), or None when it has none."""
+    lines = text.splitlines()
+    for start, line in enumerate(lines):
+        if line.startswith(f"{key}:"):
+            end = next((i for i in range(start + 1, len(lines))
+                        if lines[i][:1] not in ("", " ", "\t", "#", "-")), len(lines))
+            return "\n".join(lines[start:end]) + "\n"
+    return None
 
 
 def _search_dir(item: str, cwd: Path, package: Path, run_dirs: tuple[str, ...]) -> Path:

@@ -183,10 +183,15 @@ def read_hydra_main(path: str) -> HydraMain | None:
     return read_entry_module(path).hydra_main
 
 
-@functools.lru_cache(maxsize=32)
 def read_entry_module(path: str) -> EntryModule:
     """One bounded read and one `ast` parse of an entry module: the trainer it starts and its
-    `@hydra.main`. A trainer class is one with a `fit` method; a module that constructs none (verl
+    `@hydra.main` (the RL004 check and the RL3xx family ask for the same file, each by its own path)."""
+    return _read_entry_module(os.path.realpath(path))
+
+
+@functools.lru_cache(maxsize=32)
+def _read_entry_module(path: str) -> EntryModule:
+    """`read_entry_module` of a real path. A trainer class is one with a `fit` method; a module that constructs none (verl
     0.9's `main_ppo` picks one at run time by `trainer.use_v1`) starts no known one. An unreadable
     module gives an empty answer: it fails at start-up anyway."""
     try:
