@@ -10,13 +10,19 @@ does not have.
 Hydra composes verl's config in struct mode: `key=value` may only change an existing key ("Could
 not override ... To append to your config use +"). The schema is the real config of the verl that
 will run (`--verl-root`, `--verl-version`, or the verl installed for `--python`; with none named,
-that of the script's own interpreter when known here, else the newest release), composed with
-the script's config name and group overrides, so keys removed in a release are caught too
-(`megatron.grad_offload` from 0.9.1, `trainer.use_legacy_worker_impl` from 0.8.0). Keys below the
-empty `engine_kwargs.vllm` / `.sglang` / `.trtllm` dicts need `+` (the inference dump key itself is
-RL103). The message suggests the nearest existing key, or, for a key verl moved
+that of the script's own interpreter when known here, else the newest release): the config the
+launched entry module composes (its own `@hydra.main(config_path, config_name)`, so
+`verl.trainer.sft_trainer` is checked against `sft_trainer_engine` and a recipe or an experimental
+trainer against its own config), with `--config-path`/`--config-name` applied as Hydra applies them
+(a relative path is the entry module's folder's), the search path of `hydra.searchpath` (the
+script's, else the config's own) and the script's group overrides. So keys removed in a release
+are caught too (`megatron.grad_offload` from 0.9.1, `trainer.use_legacy_worker_impl` from 0.8.0).
+Keys below the empty `engine_kwargs.vllm` / `.sglang` / `.trtllm` dicts need `+` (the inference
+dump key itself is RL103). The message suggests the nearest existing key, or, for a key verl moved
 (`actor_rollout_ref.rollout.skip.enable` is `skip.rollout.enable` from 0.9.0), its spelling on
-this version (`rlpatch.shell.defaults.RENAMES`).
+this version (`rlpatch.shell.defaults.RENAMES`). A config the tree does not hold (a `pkg://`
+search path to a package installed elsewhere, a recipe not checked out) is one RL002 note, never an
+error; an entry module that does not exist is RL004 alone.
 
 ## Use instead
 

@@ -187,3 +187,21 @@ def test_gen_on_the_released_091_refuses_main_ppo_sync(tmp_path: Path) -> None:
     refused = run_cli("gen", "consistency", str(script), "--verl-version", "0.8.0")
     assert refused.exit_code == 2 and "starts its own PPOTrainer" in refused.stderr
 
+
+
+def test_read_hydra_main_from_source(tmp_path: Path) -> None:
+    """The @hydra.main arguments an entry module declares (what RL3xx composes), from its source."""
+    from rlpatch.upstream.api import HydraMain, read_hydra_main
+
+    cases = {
+        "import hydra\n\n@hydra.main(config_path='config', config_name='sft_trainer_engine', version_base=None)\n"
+        "def main(cfg):\n    pass\n": HydraMain("config", "sft_trainer_engine"),
+        "from hydra import main\n\n@main('conf', 'run')\ndef run(cfg):\n    pass\n": HydraMain("conf", "run"),
+        "import hydra\nNAME = 'x'\n\n@hydra.main(config_name=NAME)\ndef main(cfg):\n    pass\n": HydraMain(None, None),
+        "def main():\n    pass\n": None,
+        "def broken(:\n": None,
+    }
+    for index, (source, expected) in enumerate(cases.items()):
+        path = tmp_path / f"entry{index}.py"
+        path.write_text(source)
+        assert read_hydra_main(str(path)) == expected, source

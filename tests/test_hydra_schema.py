@@ -185,14 +185,23 @@ def test_skipped_without_hydra(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_config_path_and_name(tmp_path: Path) -> None:
+    """An absolute --config-path replaces the entry module's config folder on Hydra's search path: the
+    user's config reaches verl's through its own hydra.searchpath (pkg:// read from the tree), else
+    its `ppo_trainer` default is not found, as Hydra says."""
     custom = tmp_path / "conf"
     custom.mkdir()
-    (custom / "my_run.yaml").write_text("defaults:\n  - ppo_trainer\n  - _self_\n\nmy_extra: 1\n")
+    body = "defaults:\n  - ppo_trainer\n  - _self_\n\nmy_extra: 1\n"
+    (custom / "my_run.yaml").write_text("hydra:\n  searchpath:\n    - pkg://verl.trainer.config\n" + body)
     source = locate_config(verl_root=MINI, config_path=custom, config_name="my_run.yaml")
     assert source.config_name == "my_run"
+    assert source.search_dirs == ((MINI / "verl" / "trainer" / "config").resolve(),)
     result = lint_overrides([OverrideRecord.from_text("my_extra=2"), OverrideRecord.from_text("trainer.nnodes=2")],
                             verl_root=MINI, config_path=custom, config_name="my_run")
     assert [p.code for p in result.problems] == ["RL305"]
+    (custom / "alone.yaml").write_text(body)
+    result = lint_overrides([OverrideRecord.from_text("my_extra=2")], verl_root=MINI, config_path=custom,
+                            config_name="alone")
+    assert [p.code for p in result.problems] == ["RL302"] and "ppo_trainer" in result.problems[0].message
 
 
 def test_record_from_text() -> None:

@@ -138,7 +138,7 @@ def choose_prefixes(plan: Plan, run: Run, lint_options, notes: list[str]) -> Non
     does not have is left out (said so) rather than created with `++`."""
     groups = [o.text for o in run.overrides if o.key == "model_engine" and o.value_known and o.prefix == ""]
     schema, why = linter.schema_of(lint_options, run.config_name, groups, run.config_dir,
-                                              os.path.dirname(run.file) or ".")
+                                   os.path.dirname(os.path.abspath(run.file)), run.launch.entry)
     if schema is None:
         notes.append(f"no verl config to compose ({why}): plain overrides written without a schema check")
     kept = []

@@ -82,24 +82,27 @@ class KeySchema:
         return contains(self.tree, key)
 
 
-def _config_source(options: LintOptions, config_name: str | None, config_path: str | None, base_dir: str | None):
-    from rlpatch.lint.hydra_schema import locate_config
+def _config_source(options: LintOptions, config_name: str | None, config_path: str | None, base_dir: str | None,
+                   entry: str | None):
+    from rlpatch.lint.hydra_schema import DEFAULT_ENTRY, locate_config
 
     return locate_config(verl_root=options.verl_root, python=options.extra.get("python"),
                          verl_version=options.extra.get("verl_version_given"), config_path=config_path,
-                         config_name=config_name, base_dir=base_dir)
+                         config_name=config_name, base_dir=base_dir, entry=entry or DEFAULT_ENTRY)
 
 
 def schema_of(options: LintOptions, config_name: str | None = None, group_overrides: Sequence[str] = (),
-              config_path: str | None = None, base_dir: str | None = None) -> tuple[KeySchema | None, str]:
-    """The composed config for these options, or (None, why) when hydra-core or verl is missing or
-    the config does not compose. A released version (`--verl-version`) is downloaded once and cached."""
+              config_path: str | None = None, base_dir: str | None = None,
+              entry: str | None = None) -> tuple[KeySchema | None, str]:
+    """The composed config that `python -m ENTRY` (verl.trainer.main_ppo unless told) composes for
+    these options, or (None, why) when hydra-core or verl is missing, the config is not in the
+    tree or does not compose. A released version (`--verl-version`) is downloaded once and cached."""
     from rlpatch.lint.hydra_schema import SchemaUnavailable, hydra_available, load_schema
 
     if not hydra_available():
         return None, "hydra-core is not installed"
     try:
-        source = _config_source(options, config_name, config_path, base_dir)
+        source = _config_source(options, config_name, config_path, base_dir, entry)
         schema = load_schema(source, list(group_overrides))
     except (SchemaUnavailable, InputError) as why:  # InputError: a released wheel could not be downloaded
         return None, getattr(why, "message", None) or str(why)

@@ -46,9 +46,11 @@ def schema_verdict(ctx: LintContext) -> SchemaResult | None:
 
 
 def _compute(ctx: LintContext, verl_root: str | None) -> SchemaResult:
-    from rlpatch.lint.hydra_schema import lint_overrides
+    from rlpatch.lint.hydra_schema import SchemaResult, lint_overrides
 
     run = ctx.run
+    if run.entry_check().exists is False:  # RL004 says so; composing a config for it would only repeat it
+        return SchemaResult()
     records = [_record(o) for o in run.overrides]
     options = ctx.options
     return lint_overrides(
@@ -58,7 +60,8 @@ def _compute(ctx: LintContext, verl_root: str | None) -> SchemaResult:
         verl_version=options.extra.get("verl_version_given"),
         config_path=run.config_dir,
         config_name=run.config_name,
-        base_dir=options.config_root or os.path.dirname(run.file) or ".",
+        base_dir=os.path.dirname(os.path.abspath(run.file)),  # stdin ("-"): the working folder
+        entry=run.launch.entry,
     )
 
 

@@ -7,8 +7,11 @@ them while they edit the script, with Hydra's own grammar and the real composed 
 the overrides as `OverrideRecord`s and returns a `SchemaResult`, and it owns the order of the
 steps, each in its own module:
 
-1. `schema_discovery` finds the config directory (`--verl-root`, `--verl-version X`, or the verl
-   of `--python`, found without importing it) and its config groups;
+1. `schema_discovery` finds the config the launch's entry module composes (its `@hydra.main`,
+   `--config-path`/`--config-name`, `hydra.searchpath`) in the verl tree (`--verl-root`,
+   `--verl-version X`, or the verl of `--python`, found without importing it) and its config
+   groups; a config the tree does not hold (a `pkg://` package or a recipe not there) is noted, not
+   judged;
 2. `schema_grammar` parses every override with Hydra's `OverridesParser` (RL301); group overrides
    naming no option of their group are checked here (RL302);
 3. `schema_compose` composes the config with the valid group overrides and replays the other
@@ -30,8 +33,18 @@ from pathlib import Path
 from typing import Any
 
 from rlpatch.lint.schema_compose import Replay, Schema, load_schema
-from rlpatch.lint.schema_discovery import ConfigSource, SchemaUnavailable, config_groups, locate_config, strip_yaml
+from rlpatch.lint.schema_discovery import (
+    DEFAULT_ENTRY,
+    ConfigSource,
+    SchemaUnavailable,
+    SchemaUnknown,
+    config_groups,
+    locate_config,
+    strip_yaml,
+)
 from rlpatch.lint.schema_grammar import ParsedOverride, SchemaProblem, grammar_problems, parse_overrides
+
+SEARCHPATH_KEY = "hydra.searchpath"
 
 
 @dataclass(frozen=True)
@@ -80,19 +93,24 @@ def lint_overrides(
     config_path: str | Path | None = None,
     config_name: str | None = None,
     base_dir: str | Path | None = None,
+    entry: str = DEFAULT_ENTRY,
     cache: bool = True,
 ) -> SchemaResult:
-    """Everything RL301-RL306 say about `records`, or the one-line reason the family was skipped."""
+    """Everything RL301-RL306 say about `records` of a launch of `entry`, or the one-line reason the
+    family was skipped."""
     if not hydra_available():
         return SchemaResult(skipped="hydra-core is not installed: RL301-RL306 skipped")
+    parsed = parse_overrides([r.text for r in records], cache=cache)
     try:
         source = locate_config(verl_root=verl_root, python=python, verl_version=verl_version,
-                               config_path=config_path, config_name=config_name, base_dir=base_dir)
+                               config_path=config_path, config_name=config_name, base_dir=base_dir,
+                               entry=entry, searchpath=_script_searchpath(parsed))
+    except SchemaUnknown as why:  # the run composes a config this tree does not hold: no verdict, no error
+        return SchemaResult(skipped=f"{why}: RL301-RL306 skipped")
     except SchemaUnavailable as why:
         # The whole family waits for a verl tree, RL301 included: a lint without one stays as fast
         # as if hydra-core were not installed (no Hydra import at all).
         return SchemaResult(skipped=f"{why}: RL301-RL306 skipped (give --verl-root, --verl-version or --python)")
-    parsed = parse_overrides([r.text for r in records], cache=cache)
     groups = config_groups(source)
     group_items = [(i, p) for i, p in enumerate(parsed) if p.ok and _is_group_override(p, groups)]
     problems = [problem for i, p in enumerate(parsed) for problem in grammar_problems(i, p)]
@@ -107,6 +125,18 @@ def lint_overrides(
         return SchemaResult(problems=problems, source=source)
     problems += Replay(schema, source.verl_version).run(parsed, skip={i for i, _ in group_items})
     return SchemaResult(problems=sorted(problems, key=_problem_order), source=source, schema=schema)
+
+
+def _script_searchpath(parsed: Sequence[ParsedOverride]) -> list[str] | None:
+    """The script's `hydra.searchpath=[...]` (the first, as Hydra takes it), which replaces the primary
+    config's own; None when the script sets none. A value known only at run time makes the config unknown."""
+    for item in parsed:
+        if item.ok and item.key_or_group == SEARCHPATH_KEY and item.kind != "DEL":
+            if isinstance(item.value, list) and all(isinstance(entry, str) for entry in item.value):
+                return list(item.value)
+            raise SchemaUnknown(f"hydra.searchpath is {item.text.partition('=')[2]!r} here, not a list of "
+                                "paths: the config it adds is unknown")
+    return None
 
 
 def _is_group_override(parsed: ParsedOverride, groups: dict[str, set[str]]) -> bool:

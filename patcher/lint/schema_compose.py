@@ -82,9 +82,11 @@ def compose_snapshot(source: ConfigSource, group_overrides: Sequence[str]) -> di
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    overrides = list(group_overrides)
-    if source.search_dirs:
-        overrides.append("hydra.searchpath=[" + ",".join(f"'file://{d}'" for d in source.search_dirs) + "]")
+    # The search path is always given, resolved to folders: the primary config's own `pkg://`/relative
+    # `file://` entries would be looked up in rlpatch's environment and working folder, not the run's.
+    overrides = [*group_overrides, "hydra.searchpath=[" + ",".join(f"'file://{d}'" for d in source.search_dirs) + "]"]
+    if not source.config_dir.is_dir():  # Hydra's "Primary config directory not found", with the folder named
+        raise SchemaUnavailable(f"the primary config directory {source.config_dir} does not exist")
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(source.config_dir), version_base=None, job_name="rlpatch"):

@@ -1,9 +1,11 @@
 """Where verl's Hydra config lives (the discovery step of the RL3xx family).
 
-`locate_config` finds the config directory that verl's trainer would compose: `--verl-root`, a
-released wheel in rlpatch's cache (`--verl-version X`), or the verl installed for the target
-interpreter (`--python`, probed by `rlpatch.upstream.envprobe` without importing verl), plus the
-extra directories a `--config-path` run puts on Hydra's search path. `config_groups` lists the
+`locate_config` finds the config that the launch's entry module composes, in the verl tree of
+`--verl-root`, a released wheel in rlpatch's cache (`--verl-version X`), or the verl installed for
+the target interpreter (`--python`, probed by `rlpatch.upstream.envprobe` without importing verl):
+the module's own `@hydra.main(config_path, config_name)` (read from its source by the upstream
+wing), `--config-path`/`--config-name` applied as Hydra applies them, and the folders of Hydra's
+search path (`hydra.searchpath`, the script's or the primary config's, `pkg://` read from the tree). `config_groups` lists the
 config groups and their options found there. Nothing here imports Hydra: this is plain file system
 work, shared by the composition (`schema_compose`) and the cache key (`schema_cache`).
 """
@@ -11,14 +13,15 @@ work, shared by the composition (`schema_compose`) and the cache key (`schema_ca
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlpatch.upstream.api import Version, probe, probe_root
+from rlpatch.upstream.api import Version, entry_file, probe, probe_root, read_hydra_main
 
-DEFAULT_CONFIG_NAME = "ppo_trainer"  # verl.trainer.main_ppo's @hydra.main(config_name=...)
+DEFAULT_ENTRY = "verl.trainer.main_ppo"  # what a caller that names no entry composes
 CONFIG_SUBDIR = ("verl", "trainer", "config")
+MAX_PRIMARY_BYTES = 1024 * 1024  # bounded read of the primary config, for its `hydra.searchpath` (verl's are a few KB)
 
 
 @dataclass(frozen=True)
@@ -29,11 +32,16 @@ class ConfigSource:
     config_name: str
     verl_version: Version | None
     origin: str
-    search_dirs: tuple[Path, ...] = ()  # more directories on Hydra's search path (--config-path runs)
+    search_dirs: tuple[Path, ...] = ()  # the rest of Hydra's search path (`hydra.searchpath`), resolved to folders
 
 
 class SchemaUnavailable(Exception):
     """The RL3xx family cannot run: no hydra-core, no verl tree, or the config does not compose."""
+
+
+class SchemaUnknown(SchemaUnavailable):
+    """The run's config cannot be known here (an entry module or a `pkg://` package not in the tree):
+    the family notes it, and reports no error."""
 
 
 # --------------------------------------------------------------------------------- locating verl
@@ -47,10 +55,38 @@ def locate_config(
     config_path: str | Path | None = None,
     config_name: str | None = None,
     base_dir: str | Path | None = None,
+    entry: str = DEFAULT_ENTRY,
+    searchpath: Sequence[str] | None = None,
 ) -> ConfigSource:
-    """The config directory to compose: an explicit root wins, then a released version, then the
-    verl installed for `python` (probed without importing verl)."""
-    name = strip_yaml(config_name) if config_name else DEFAULT_CONFIG_NAME
+    """The config that `python -m ENTRY` composes, as Hydra finds it: the entry module's
+    `@hydra.main(config_path, config_name)`, changed by `--config-path`/`--config-name`, plus the
+    search path (`searchpath`, the script's `hydra.searchpath=[...]`, else the primary config's own).
+    The verl tree: an explicit root wins, then a released version, then the verl installed for
+    `python` (probed without importing verl). `base_dir` is the script's folder: a recipe's entry
+    module is looked for in the checkout and in the folders above the script."""
+    package, installed_version, origin = _verl_package(verl_root, python, verl_version)
+    run_dirs = _run_dirs(package, base_dir)
+    module_file = entry_file(entry, str(package), run_dirs)
+    if module_file is None:
+        raise SchemaUnknown(f"the entry module {entry} is not in {origin}: its config is unknown")
+    declared = read_hydra_main(module_file)
+    if declared is None:
+        raise SchemaUnknown(f"{module_file} has no @hydra.main this linter can read: its config is unknown")
+    name = strip_yaml(config_name) if config_name else declared.config_name
+    path = str(config_path) if config_path is not None else declared.config_path
+    if not name or not path:
+        raise SchemaUnknown(f"{module_file}'s @hydra.main names no config_path and config_name: its config is unknown")
+    cwd = _launch_dir(entry, module_file, package, run_dirs)
+    primary = _primary_dir(path, module_file, package, run_dirs)  # missing: Hydra's error, when composing
+    entries = list(searchpath) if searchpath is not None else _primary_searchpath(primary / f"{name}.yaml")
+    search_dirs = tuple(_search_dir(item, cwd, package, run_dirs) for item in entries)
+    return ConfigSource(primary.resolve(), name, installed_version, origin,
+                        tuple(d.resolve() for d in search_dirs if d.is_dir()))
+
+
+def _verl_package(verl_root: str | Path | None, python: str | None,
+                  verl_version: str | None) -> tuple[Path, Version | None, str]:
+    """The `verl` package folder to read, its version, and where it came from (for messages)."""
     if verl_root is not None:
         installed = probe_root("verl", verl_root)
         origin = f"--verl-root {verl_root}"
@@ -64,26 +100,100 @@ def locate_config(
         origin = f"the verl of {python or 'this interpreter'}"
     if installed.location is None or not Path(installed.location).is_dir():
         raise SchemaUnavailable(f"no verl tree found ({origin})")
-    verl_config = Path(installed.location) / Path(*CONFIG_SUBDIR[1:])
-    if not verl_config.is_dir():
-        raise SchemaUnavailable(f"{verl_config} does not exist")
-    if config_path is None:
-        return ConfigSource(verl_config.resolve(), name, installed.version, origin)
-    primary = _config_path_dir(Path(config_path).expanduser(), verl_config.parent, base_dir)
-    if not primary.is_dir():
-        raise SchemaUnavailable(f"--config-path {config_path} is not a directory")
-    return ConfigSource(primary.resolve(), name, installed.version, origin, (verl_config.resolve(),))
+    package = Path(installed.location)
+    if not (package / Path(*CONFIG_SUBDIR[1:])).is_dir():
+        raise SchemaUnavailable(f"{package / Path(*CONFIG_SUBDIR[1:])} does not exist")
+    return package, installed.version, origin
 
 
-def _config_path_dir(path: Path, trainer_dir: Path, base_dir: str | Path | None) -> Path:
-    """Hydra resolves a relative --config-path against the directory of the @hydra.main file
-    (verl/trainer for main_ppo); scripts more often mean their own directory: try both."""
-    if path.is_absolute():
-        return path
-    beside_main = trainer_dir / path
-    if beside_main.is_dir():
-        return beside_main
-    return Path(base_dir or ".") / path
+def _run_dirs(package: Path, base_dir: str | Path | None) -> tuple[str, ...]:
+    """The folders a launch may run from: the checkout that holds the verl package (verl's scripts
+    run from there), then the script's folder and each folder above it."""
+    found = [str(package.parent)]
+    if base_dir is not None:
+        folder = Path(base_dir).resolve()
+        found += [str(folder), *(str(parent) for parent in folder.parents)]
+    return tuple(dict.fromkeys(found))
+
+
+def _launch_dir(entry: str, module_file: str, package: Path, run_dirs: tuple[str, ...]) -> Path:
+    """The working folder the launch is assumed to run in (what a relative `file://` search path is
+    relative to): the folder a recipe's entry module was found from, else the checkout."""
+    for folder in run_dirs:
+        if not entry.startswith("verl.") and entry_file(entry, None, (folder,)) == module_file:
+            return Path(folder)
+    return package.parent
+
+
+def _primary_dir(path: str, module_file: str, package: Path, run_dirs: tuple[str, ...]) -> Path:
+    """Hydra's rule (`hydra._internal.utils.compute_search_path_dir`, for a module run with `-m` or
+    as a script, whose task function lives in `__main__`): an absolute config path as is, a
+    `pkg://` one from its package, and a relative one from the folder of the file that declares
+    @hydra.main (its real path), whichever config path it is (the decorator's or --config-path)."""
+    if path.startswith("pkg://"):
+        return _package_dir(path.removeprefix("pkg://"), package, run_dirs)
+    if os.path.isabs(path):
+        return Path(path)
+    return Path(os.path.normpath(os.path.join(os.path.realpath(os.path.dirname(module_file)), path)))
+
+
+def _primary_searchpath(primary_file: Path) -> list[str]:
+    """The primary config's own `hydra.searchpath` (Hydra reads it before composing; a command-line
+    `hydra.searchpath=[...]` replaces it). Only the top-level `hydra:` block is parsed: most configs
+    have none, and verl's ppo_trainer.yaml takes tens of milliseconds to load whole, on every cold
+    lint. An unreadable file has none: composing it says why."""
+    try:
+        with open(primary_file, "rb") as handle:
+            text = handle.read(MAX_PRIMARY_BYTES).decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return []
+    block = _top_level_block(text, "hydra")
+    if block is None:
+        return []
+    try:
+        import yaml
+
+        data = yaml.safe_load(block)
+    except Exception:  # noqa: BLE001 - a broken primary config is the composition's error to report
+        return []
+    hydra = data.get("hydra") if isinstance(data, dict) else None
+    entries = hydra.get("searchpath") if isinstance(hydra, dict) else None
+    return [str(item) for item in entries] if isinstance(entries, list) else []
+
+
+def _top_level_block(text: str, key: str) -> str | None:
+    """The lines of the top-level mapping entry `key:` of a YAML document (up to the next top-level
+    key), or None when it has none."""
+    lines = text.splitlines()
+    for start, line in enumerate(lines):
+        if line.startswith(f"{key}:"):
+            end = next((i for i in range(start + 1, len(lines))
+                        if lines[i][:1] not in ("", " ", "\t", "#", "-")), len(lines))
+            return "\n".join(lines[start:end]) + "\n"
+    return None
+
+
+def _search_dir(item: str, cwd: Path, package: Path, run_dirs: tuple[str, ...]) -> Path:
+    """One `hydra.searchpath` entry as a folder: `file://X` relative to the launch's working folder
+    (Hydra opens it as given), `pkg://a.b` the package folder in the tree (Hydra imports it in the
+    run's environment, which is this tree, not rlpatch's)."""
+    if item.startswith("pkg://"):
+        return _package_dir(item.removeprefix("pkg://"), package, run_dirs)
+    folder = Path(item.removeprefix("file://"))
+    return folder if folder.is_absolute() else cwd / folder
+
+
+def _package_dir(name: str, package: Path, run_dirs: tuple[str, ...]) -> Path:
+    """The folder of package `name` (`verl.trainer.config`, `verl_mlite.config`) in the verl tree or
+    a folder the launch may run from; SchemaUnknown when none holds it."""
+    parts = name.strip("/").replace("/", ".").split(".")
+    roots = (str(package.parent),) if parts[0] == "verl" else run_dirs
+    for root in roots:
+        folder = Path(root, *parts)
+        if folder.is_dir():
+            return folder
+    raise SchemaUnknown(f"hydra.searchpath names pkg://{name}, a package not in {package.parent} nor beside "
+                        "the script: the config it adds is unknown")
 
 
 def strip_yaml(name: str) -> str:

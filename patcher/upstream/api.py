@@ -8,7 +8,8 @@
 - the trees a patch command acts on: `Target`, `Package`, `OPTION_OF`, `target_for_root`,
   `imported_target`;
 - whether a launch's entry module exists in the target verl and which trainer it starts, read from
-  the tree (else a table of the released wheels): `EntryCheck`, `check_entry`;
+  the tree (else a table of the released wheels): `EntryCheck`, `check_entry`; the file an entry runs
+  (`entry_file`) and its `@hydra.main(config_path=..., config_name=...)` (`read_hydra_main`, `HydraMain`);
 - verl's trainers and which of them a set of patch rules covers: `TRAINERS`, `ALL_TRAINERS`,
   `TrainerCoverage`, `trainer_coverage`, `describe_coverage`;
 - the run-time switches the inserted code reads (and the linter checks): `TRUTHY`, `DUMP_PHASES`,
@@ -27,7 +28,7 @@ from rlpatch.upstream.switches import DUMP_PHASES, TRUTHY, env_is_on, is_on, py_
 from rlpatch.upstream.versions import Version
 
 if TYPE_CHECKING:  # the type checker sees every name; at run time the heavier ones load on first use
-    from rlpatch.upstream.entries import EntryCheck, check_entry
+    from rlpatch.upstream.entries import EntryCheck, HydraMain, check_entry, entry_file, read_hydra_main
     from rlpatch.upstream.envprobe import Installed, find_package_dir, probe, probe_here, probe_root
     from rlpatch.upstream.target_probe import PROBE_SOURCE, last_words, run_bounded
     from rlpatch.upstream.target_probe import read_answer as read_probe_answer
@@ -43,7 +44,8 @@ if TYPE_CHECKING:  # the type checker sees every name; at run time the heavier o
 # `Version` alone: the probes, the wheel cache and the targets bring subprocess, zipfile, tempfile,
 # json and dataclasses, about 15 ms of a pre-commit hook's cold start that most scripts never need.
 _LAZY: dict[str, tuple[str, str]] = {
-    **{name: ("entries", name) for name in ("EntryCheck", "check_entry")},
+    **{name: ("entries", name) for name in ("EntryCheck", "HydraMain", "check_entry", "entry_file",
+                                                   "read_hydra_main")},
     **{name: ("envprobe", name) for name in ("Installed", "find_package_dir", "probe", "probe_here", "probe_root")},
     **{name: ("target_probe", name) for name in ("PROBE_SOURCE", "last_words", "run_bounded")},
     "read_probe_answer": ("target_probe", "read_answer"),
@@ -71,9 +73,10 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "ALL_TRAINERS", "DUMP_PHASES", "EntryCheck", "OPTION_OF", "PROBE_SOURCE", "TRAINERS", "TRUTHY", "Installed", "Package",
-    "Target", "TrainerCoverage", "Version", "cache_dir", "cached_tree", "check_entry", "describe_coverage", "env_is_on", "find_package_dir",
+    "ALL_TRAINERS", "DUMP_PHASES", "EntryCheck", "HydraMain", "OPTION_OF", "PROBE_SOURCE", "TRAINERS", "TRUTHY", "Installed",
+    "Package", "Target", "TrainerCoverage", "Version", "cache_dir", "cached_tree", "check_entry", "entry_file",
+    "describe_coverage", "env_is_on", "find_package_dir",
     "fresh_copy", "imported_target", "is_on", "last_words", "probe", "probe_here", "probe_root", "py_tuple",
-    "read_probe_answer", "run_bounded", "target_for_root", "trainer_coverage", "unpacked_tree",
+    "read_hydra_main", "read_probe_answer", "run_bounded", "target_for_root", "trainer_coverage", "unpacked_tree",
     "with_probe_marker",
 ]

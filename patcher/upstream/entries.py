@@ -85,6 +85,32 @@ def check_entry(entry: str, version: Version, verl_root: str | None) -> EntryChe
     return _check_in_release(module, version)
 
 
+def entry_file(entry: str, verl_package: str | None, run_dirs: tuple[str, ...] = ()) -> str | None:
+    """The source file a launch's entry runs: a `verl.` module inside the `verl_package` folder, any
+    other module (`recipe.dapo.main_dapo`) or a script path under the first of `run_dirs` (the
+    folders the launch may run from) that holds it. None: not found there."""
+    module = entry_module(entry)
+    if module is not None and verl_package is not None:
+        return _module_file(os.path.dirname(verl_package), module)
+    for folder in run_dirs:
+        if entry.endswith(".py"):
+            path = entry if os.path.isabs(entry) else os.path.join(folder, entry)
+            found = path if os.path.isfile(path) else None
+        else:
+            found = _module_file(folder, entry)
+        if found is not None:
+            return os.path.normpath(found)
+    return None
+
+
+def _module_file(folder: str, module: str) -> str | None:
+    base = os.path.join(folder, *module.split("."))
+    for path in (base + ".py", os.path.join(base, "__main__.py")):
+        if os.path.isfile(path):
+            return path
+    return None
+
+
 def _check_in_tree(module: str, verl_root: str) -> EntryCheck:
     against = f"the verl tree {verl_root}"
     package = _package_dir(verl_root)
@@ -128,27 +154,85 @@ def trainer_entries(package: str) -> tuple[str, ...]:
                         if name.endswith(".py") and name not in ("__init__.py", "constants_ppo.py")))
 
 
-@functools.lru_cache(maxsize=32)
+class HydraMain(NamedTuple):
+    """The arguments of an entry module's `@hydra.main(config_path=..., config_name=...)`, read from its
+    source: what `python -m MODULE` composes before `--config-path`/`--config-name` change it. A
+    keyword absent, or not a string literal, is None (Hydra's default, or a value only the run knows)."""
+
+    config_path: str | None
+    config_name: str | None
+
+
+class EntryModule(NamedTuple):
+    """What one parse of an entry module's source says (see `read_entry_module`)."""
+
+    own_trainer: str | None = None  # a trainer class it defines and constructs
+    runs: str | None = None  # the id of a known trainer class it constructs
+    hydra_main: HydraMain | None = None  # its @hydra.main (None: it has none, or it could not be read)
+
+
 def read_trainer(path: str) -> tuple[str | None, str | None]:
-    """The trainer an entry module starts, from its source: (a class it defines and constructs, the id
-    of a known trainer class it constructs). A trainer class is one with a `fit` method; a module
-    that constructs none (verl 0.9's `main_ppo` picks one at run time by `trainer.use_v1`) gives
-    (None, None). An unreadable module gives (None, None): it fails at start-up anyway."""
+    """The trainer an entry module starts: (a class it defines and constructs, the id of a known
+    trainer class it constructs); see `read_entry_module`."""
+    module = read_entry_module(path)
+    return module.own_trainer, module.runs
+
+
+def read_hydra_main(path: str) -> HydraMain | None:
+    """The `@hydra.main` arguments of the entry module at `path` (None: it has none, or it is unreadable)."""
+    return read_entry_module(path).hydra_main
+
+
+def read_entry_module(path: str) -> EntryModule:
+    """One bounded read and one `ast` parse of an entry module: the trainer it starts and its
+    `@hydra.main` (the RL004 check and the RL3xx family ask for the same file, each by its own path)."""
+    return _read_entry_module(os.path.realpath(path))
+
+
+@functools.lru_cache(maxsize=32)
+def _read_entry_module(path: str) -> EntryModule:
+    """`read_entry_module` of a real path. A trainer class is one with a `fit` method; a module that constructs none (verl
+    0.9's `main_ppo` picks one at run time by `trainer.use_v1`) starts no known one. An unreadable
+    module gives an empty answer: it fails at start-up anyway."""
     try:
         with open(path, "rb") as handle:
             source = handle.read(MAX_ENTRY_BYTES + 1)
         if len(source) > MAX_ENTRY_BYTES:  # not a verl entry module (they are a few KB): no verdict
-            return None, None
+            return EntryModule()
         tree = ast.parse(source.decode("utf-8"), filename=path)
     except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
-        return None, None
+        return EntryModule()
     own = {node.name for node in tree.body if isinstance(node, ast.ClassDef) and any(
         isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name == "fit" for item in node.body)}
     constructed = {name for node in ast.walk(tree) if isinstance(node, ast.Call)
                    for name in (_called_class(node.func),) if name is not None}
     started = sorted(own & constructed)
     known = sorted(_KNOWN_CLASSES[name] for name in constructed if name in _KNOWN_CLASSES)
-    return (started[0] if started else None), (known[0] if len(known) == 1 else None)
+    return EntryModule(started[0] if started else None, known[0] if len(known) == 1 else None, _hydra_main(tree))
+
+
+def _hydra_main(tree: ast.Module) -> HydraMain | None:
+    """The first top-level function decorated with `@hydra.main(...)` (or `@main(...)` imported from hydra)."""
+    for node in tree.body:
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for decorator in node.decorator_list:
+            if isinstance(decorator, ast.Call) and _is_hydra_main(decorator.func):
+                keywords = {k.arg: k.value for k in decorator.keywords if k.arg}
+                positional = dict(zip(("config_path", "config_name"), decorator.args, strict=False))
+                return HydraMain(_literal(keywords.get("config_path", positional.get("config_path"))),
+                                 _literal(keywords.get("config_name", positional.get("config_name"))))
+    return None
+
+
+def _is_hydra_main(func: ast.expr) -> bool:
+    if isinstance(func, ast.Attribute):
+        return func.attr == "main" and isinstance(func.value, ast.Name) and func.value.id == "hydra"
+    return isinstance(func, ast.Name) and func.id in ("main", "hydra_main")
+
+
+def _literal(node: ast.expr | None) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
 
 
 def _called_class(func: ast.expr) -> str | None:
