@@ -43,23 +43,9 @@ LINT_FIXTURES = FIXTURES / "lint"
 # fixtures/lint scripts that are no launch of their own (sourced or run by another fixture, or a usage
 # message that stops the script before it launches).
 NOT_LAUNCHES = {"constructs/inner.sh", "constructs/common.env", "constructs/usage_check.sh"}
-ITEM_2 = "issue 29 item 2: lint composes {what}"
-_NOT_IN_050 = ITEM_2.format(what="ppo_trainer for an entry module verl 0.5.0 lacks (RL004's finding, no Hydra verdict)")
-# Shapes current main gets wrong (issue 29 item 2, being fixed): strict, so a fix makes the xfail fail;
-# then drop the entry. Keyed (case id, release).
-KNOWN_WRONG: dict[tuple[str, str], str] = {
-    **{("hydra_oracle/sft_trainer", v): ITEM_2.format(what="verl.trainer.sft_trainer against ppo_trainer")
-       for v in ("0.8.0", "0.9.1")},
-    **{("hydra_oracle/one_step_off_policy", v): ITEM_2.format(what="the one-step-off-policy entry against ppo_trainer")
-       for v in ("0.8.0", "0.9.1")},
-    **{("hydra_oracle/fully_async_config_path", v):
-       ITEM_2.format(what="--config-path=config against verl/trainer/config, not the entry module's folder")
-       for v in ("0.8.0", "0.9.1")},
-    **{("hydra_oracle/searchpath_absent", v): ITEM_2.format(what="without the absent pkg:// search path (unknown, not an error)")
-       for v in VERSIONS},
-    **{(f"hydra_oracle/{stem}", "0.5.0"): _NOT_IN_050
-       for stem in ("sft_trainer", "sft_trainer_bad_key", "one_step_off_policy", "fully_async_config_path")},
-}
+# Shapes lint got wrong before issue 29 item 2 (each now passes): strict xfails go here, keyed (case id,
+# release), when a shape is found that lint still gets wrong.
+KNOWN_WRONG: dict[tuple[str, str], str] = {}
 
 
 @dataclass(frozen=True)

@@ -180,7 +180,12 @@ def _search_dir(item: str, cwd: Path, package: Path, run_dirs: tuple[str, ...]) 
     if item.startswith("pkg://"):
         return _package_dir(item.removeprefix("pkg://"), package, run_dirs)
     folder = Path(item.removeprefix("file://"))
-    return folder if folder.is_absolute() else cwd / folder
+    if folder.is_absolute():
+        return folder
+    if not (cwd / folder).is_dir():  # the launch may well run where it is: what it adds is unknown here
+        raise SchemaUnknown(f"hydra.searchpath names {item}, no folder {cwd / folder} here (a relative path is the "
+                            "working folder's at run time): the config it adds is unknown")
+    return cwd / folder
 
 
 def _package_dir(name: str, package: Path, run_dirs: tuple[str, ...]) -> Path:
