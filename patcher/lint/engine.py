@@ -17,7 +17,17 @@ from typing import Iterator, NamedTuple, Union
 
 from rlpatch import registry
 from rlpatch.errors import InputError
-from rlpatch.lint.rule import SEVERITY_RANK, Facts, FileContext, Finding, LintContext, LintOptions, LintRule, Skipped
+from rlpatch.lint.rule import (
+    SEVERITY_RANK,
+    Facts,
+    FileContext,
+    Finding,
+    LintContext,
+    LintOptions,
+    LintRule,
+    Skipped,
+    one_invocation,
+)
 from rlpatch.shell.api import Evaluation, Run, SourceFile, Span, script_runs
 from rlpatch.upstream.api import Version
 
@@ -251,9 +261,10 @@ def lint_paths(tasks: list[LintTask], stdin_text: bytes | None = None, jobs: int
     several tasks, forked workers share the files (like ruff); otherwise, and where fork is
     unavailable, they run in-process."""
     workers = min(jobs, len(tasks))
-    if workers > 1 and hasattr(os, "fork"):
-        return _lint_forked(tasks, stdin_text, workers)
-    return [_findings_only(lint_path(path, options, rules, stdin_text)) for path, options, rules in tasks]
+    with one_invocation():  # the trees read do not change while these files are linted (workers inherit it)
+        if workers > 1 and hasattr(os, "fork"):
+            return _lint_forked(tasks, stdin_text, workers)
+        return [_findings_only(lint_path(path, options, rules, stdin_text)) for path, options, rules in tasks]
 
 
 def task_sizes(tasks: list[LintTask], stdin_text: bytes | None = None) -> list[int]:

@@ -21,7 +21,6 @@ hydra/omegaconf are imported only on the cold paths (a cache miss), never at mod
 
 from __future__ import annotations
 
-import difflib
 import functools
 import importlib.util
 from collections.abc import Iterable, Sequence
@@ -146,5 +145,7 @@ def _problem_order(problem: SchemaProblem) -> tuple[int, int, str]:
 
 
 def _did_you_mean(word: str, candidates: Iterable[str]) -> str:
+    import difflib  # only when a name is wrong: a clean lint does not pay for it
+
     close = difflib.get_close_matches(word, sorted(candidates), n=1, cutoff=0.6)
     return f" (did you mean '{close[0]}'?)" if close else ""

@@ -11,19 +11,21 @@ cache that cannot be read or written only costs speed.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import json
 import os
 import re
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rlpatch.lint.rule import Fact, per_invocation
 from rlpatch.lint.schema_discovery import ConfigSource, yaml_files
 
 FORMAT = 1  # bump when the cached snapshot layout changes
+FINGERPRINT: Fact[str] = Fact("fingerprint of a config search path")  # per lint invocation
 
 
 def schema_path(source: ConfigSource, group_overrides: Sequence[str]) -> Path:
@@ -46,18 +48,34 @@ def overrides_store_path() -> Path:
     return _schema_dir() / f"overrides-{hydra_version()}-{FORMAT}.json"
 
 
+def parsed_overrides_path(texts: Sequence[str]) -> Path:
+    """The parse of one run's list of overrides, as one small file: a warm lint reads this alone.
+    (The store of every override ever parsed grows with use, to megabytes: reading it for every run
+    cost a single-script lint more than the rest of its work.)"""
+    key = json.dumps([FORMAT, hydra_version(), list(texts)])
+    return _schema_dir() / "parsed" / (hashlib.sha256(key.encode()).hexdigest() + ".json")
+
+
 def fingerprint(source: ConfigSource) -> str:
-    """Changes when any yaml file of the search path changes (a `--verl-root` under development)."""
+    """Changes when any yaml file of the search path changes (a `--verl-root` under development).
+    Taken once per lint invocation (a stat of every yaml file, asked by every run)."""
+    directories = (source.config_dir, *source.search_dirs)
+    return per_invocation(FINGERPRINT, lambda: _fingerprint(directories), directories)
+
+
+def _fingerprint(directories: tuple[Path, ...]) -> str:
     digest = hashlib.sha256()
-    for directory in (source.config_dir, *source.search_dirs):
+    for directory in directories:
         for relative in yaml_files(directory):
             stat = (directory / relative).stat()
             digest.update(f"{directory}/{relative}:{stat.st_size}:{stat.st_mtime_ns}\n".encode())
     return digest.hexdigest()
 
 
+@functools.lru_cache(maxsize=1)
 def hydra_version() -> str | None:
-    """hydra-core's version read from its `__init__.py` (cheaper than importlib.metadata)."""
+    """hydra-core's version read from its `__init__.py` (cheaper than importlib.metadata). Memoised:
+    part of every cache key, and what is installed does not change while rlpatch runs."""
     spec = importlib.util.find_spec("hydra")
     if spec is None or not spec.origin:
         return None
@@ -85,6 +103,8 @@ def read_json(path: Path) -> Any:
 
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write through a temporary file and rename: a concurrent reader never sees half a cache file."""
+    import tempfile  # a cache miss only: a warm lint writes nothing
+
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")

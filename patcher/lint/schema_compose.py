@@ -12,18 +12,21 @@ snapshot is composed (a cache miss), never at module import.
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from rlpatch.lint.rule import Fact, per_invocation
 from rlpatch.lint.schema_cache import read_json, schema_path, write_json_atomic
 from rlpatch.lint.schema_discovery import ConfigSource, SchemaUnavailable
 from rlpatch.lint.schema_grammar import ParsedOverride, SchemaProblem
 from rlpatch.shell.api import renamed_key
 from rlpatch.upstream.api import Version
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 MISSING = "???"  # OmegaConf's mandatory-value marker, kept as is in the snapshot
 
@@ -41,6 +44,7 @@ DUMP_KEY_SUFFIXES: tuple[str, ...] = (
 ROLLOUT_NAME_KEY = "actor_rollout_ref.rollout.name"
 ROLLOUT_MODE_KEY = "actor_rollout_ref.rollout.mode"
 ACTOR_STRATEGY_KEY = "actor_rollout_ref.actor.strategy"
+SNAPSHOT: Fact[dict[str, Any]] = Fact("composed config snapshot")  # per lint invocation, by cache file
 
 
 # ---------------------------------------------------------------------------------- the schema
@@ -65,14 +69,22 @@ class Schema:
 
 
 def load_schema(source: ConfigSource, group_overrides: Sequence[str] = (), cache: bool = True) -> Schema:
-    """The composed config of `source` with `group_overrides`, from the disk cache when it is warm."""
-    path = schema_path(source, group_overrides)
-    tree = read_json(path) if cache else None
+    """The composed config of `source` with `group_overrides`, from the disk cache when it is warm
+    (read once per lint invocation: every run composing the same config shares it; `Replay` copies it)."""
+    if cache:
+        path = schema_path(source, group_overrides)
+        tree = per_invocation(SNAPSHOT, lambda: _cached_snapshot(path, source, group_overrides), path)
+    else:
+        tree = compose_snapshot(source, group_overrides)
+    return Schema(tree, source.config_name, source.verl_version, tuple(group_overrides))
+
+
+def _cached_snapshot(path: Path, source: ConfigSource, group_overrides: Sequence[str]) -> dict[str, Any]:
+    tree = read_json(path)
     if tree is None:
         tree = compose_snapshot(source, group_overrides)
-        if cache:
-            write_json_atomic(path, tree)
-    return Schema(tree, source.config_name, source.verl_version, tuple(group_overrides))
+        write_json_atomic(path, tree)
+    return tree
 
 
 def compose_snapshot(source: ConfigSource, group_overrides: Sequence[str]) -> dict[str, Any]:
@@ -366,6 +378,8 @@ def _show(value: Any) -> str:
 def _did_you_mean_key(tree: dict[str, Any], key: str) -> str:
     """The nearest existing key: first among the siblings of the deepest existing parent, then any
     key path of the config (catches a misplaced section)."""
+    import difflib  # only when a name is wrong: a clean lint does not pay for it
+
     parts = key.split(".")
     depth = 0
     node: Any = tree

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rlpatch.lint.schema_cache import overrides_store_path, read_json, write_json_atomic
+from rlpatch.lint.schema_cache import overrides_store_path, parsed_overrides_path, read_json, write_json_atomic
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,13 @@ class ParsedOverride:
 
 
 def parse_overrides(texts: Sequence[str], cache: bool = True) -> list[ParsedOverride]:
-    """Hydra's parse of each text; results are kept on disk so that a warm lint imports no Hydra."""
+    """Hydra's parse of each text; results are kept on disk so that a warm lint imports no Hydra:
+    the list's own small file (`parsed_overrides_path`), else the store of every text parsed so far."""
+    run_path = parsed_overrides_path(texts) if cache else None
+    if run_path is not None:
+        known = _known_parse(texts, read_json(run_path))
+        if known is not None:
+            return known
     store_path = overrides_store_path()
     store: dict[str, Any] = (read_json(store_path) or {}) if cache else {}
     missing = [text for text in dict.fromkeys(texts) if text not in store]
@@ -70,7 +76,19 @@ def parse_overrides(texts: Sequence[str], cache: bool = True) -> list[ParsedOver
             if len(store) > 50_000:  # keep the file small: forget everything but this run
                 store = {text: store[text] for text in texts}
             write_json_atomic(store_path, store)
+    if run_path is not None:
+        write_json_atomic(run_path, [store[text] for text in texts])
     return [ParsedOverride(text=text, **store[text]) for text in texts]
+
+
+def _known_parse(texts: Sequence[str], cached: Any) -> list[ParsedOverride] | None:
+    """The list's cached parse, or None when the file is missing or not what this version wrote."""
+    if not isinstance(cached, list) or len(cached) != len(texts):
+        return None
+    try:
+        return [ParsedOverride(text=text, **fields) for text, fields in zip(texts, cached, strict=True)]
+    except TypeError:
+        return None
 
 
 def _hydra_parser() -> Any:

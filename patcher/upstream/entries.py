@@ -13,7 +13,6 @@ tree, a release not listed) is not judged: `exists` is None.
 from __future__ import annotations
 
 import ast
-import difflib
 import functools
 import os
 import re
@@ -59,6 +58,8 @@ class EntryCheck(NamedTuple):
 
     def missing_text(self) -> str:
         """One line: the module, what it was checked against, and what exists instead."""
+        import difflib  # only when a name is wrong: a clean lint does not pay for it
+
         text = f"{self.module} is not in {self.against}"
         if self.instead:
             closest = difflib.get_close_matches(self.module or "", self.instead, n=1, cutoff=0.0)
