@@ -24,17 +24,16 @@ from __future__ import annotations
 import functools
 import importlib.util
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+from rlpatch.lint.rule import Fact, per_invocation
 from rlpatch.lint.schema_compose import Replay, Schema, load_schema
 from rlpatch.lint.schema_discovery import ConfigSource, SchemaUnavailable, config_groups, locate_config, strip_yaml
 from rlpatch.lint.schema_grammar import ParsedOverride, SchemaProblem, grammar_problems, parse_overrides
 
 
-@dataclass(frozen=True)
-class OverrideRecord:
+class OverrideRecord(NamedTuple):
     """One override as Hydra receives it (after bash quoting is removed).
 
     `text` is the whole token (`+a.b=1`); `prefix` is '', '+', '++' or '~'; `position` is opaque to
@@ -55,12 +54,16 @@ class OverrideRecord:
         return cls(text, prefix, key, value if sep else None, position)
 
 
-@dataclass
-class SchemaResult:
-    problems: list[SchemaProblem] = field(default_factory=list)
+class SchemaResult(NamedTuple):
+    problems: list[SchemaProblem] = []  # one shared empty list, never appended to: a result is built whole
     skipped: str | None = None  # one line saying why the family did not run
     source: ConfigSource | None = None
     schema: Schema | None = None
+
+
+# Where the config is and its groups: the same for every run of a lint invocation (`per_invocation`).
+LOCATED: Fact[ConfigSource] = Fact("config source")
+GROUPS: Fact[dict[str, set[str]]] = Fact("config groups")
 
 
 @functools.lru_cache(maxsize=1)
@@ -85,14 +88,15 @@ def lint_overrides(
     if not hydra_available():
         return SchemaResult(skipped="hydra-core is not installed: RL301-RL306 skipped")
     try:
-        source = locate_config(verl_root=verl_root, python=python, verl_version=verl_version,
-                               config_path=config_path, config_name=config_name, base_dir=base_dir)
+        source = per_invocation(LOCATED, lambda: locate_config(
+            verl_root=verl_root, python=python, verl_version=verl_version, config_path=config_path,
+            config_name=config_name, base_dir=base_dir), (verl_root, python, verl_version, config_path, config_name, base_dir))
     except SchemaUnavailable as why:
         # The whole family waits for a verl tree, RL301 included: a lint without one stays as fast
         # as if hydra-core were not installed (no Hydra import at all).
         return SchemaResult(skipped=f"{why}: RL301-RL306 skipped (give --verl-root, --verl-version or --python)")
     parsed = parse_overrides([r.text for r in records], cache=cache)
-    groups = config_groups(source)
+    groups = per_invocation(GROUPS, lambda: config_groups(source), source)
     group_items = [(i, p) for i, p in enumerate(parsed) if p.ok and _is_group_override(p, groups)]
     problems = [problem for i, p in enumerate(parsed) for problem in grammar_problems(i, p)]
     problems += _group_option_problems(group_items, groups)

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from rlpatch.upstream.api import Version, probe, probe_root
 
@@ -21,8 +21,7 @@ DEFAULT_CONFIG_NAME = "ppo_trainer"  # verl.trainer.main_ppo's @hydra.main(confi
 CONFIG_SUBDIR = ("verl", "trainer", "config")
 
 
-@dataclass(frozen=True)
-class ConfigSource:
+class ConfigSource(NamedTuple):
     """The config directory that will be composed, and where it came from."""
 
     config_dir: Path

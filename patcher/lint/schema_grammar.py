@@ -13,26 +13,26 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
+from rlpatch.lint.rule import Fact, per_invocation
 from rlpatch.lint.schema_cache import overrides_store_path, parsed_overrides_path, read_json, write_json_atomic
 
 
-@dataclass(frozen=True)
-class SchemaProblem:
+class SchemaProblem(NamedTuple):
     """A finding: `index` is the override it is about (None: the run as a whole, e.g. RL305);
-    `start`/`end` are 0-based character offsets inside that override's text."""
+    `start`/`end` are 0-based character offsets inside that override's text. (NamedTuples, not
+    frozen dataclasses, here and in the family's other modules: importing `dataclasses`, with
+    inspect, and creating each frozen class cost a `lint --verl-version` cold start milliseconds.)"""
 
     code: str
     message: str
-    index: int | None = None
+    index: int | None = None  # type: ignore[assignment]  # a field named like tuple.index: only read as the field
     start: int = 0
     end: int = 0
 
 
-@dataclass(frozen=True)
-class ParsedOverride:
+class ParsedOverride(NamedTuple):
     """Hydra's parse of one override, reduced to plain data (so that it can be cached)."""
 
     text: str
@@ -57,9 +57,21 @@ class ParsedOverride:
         return index + 1 if index >= 0 else len(self.text)
 
 
+PARSED: Fact[list[ParsedOverride]] = Fact("Hydra's parse of a list of overrides")  # per lint invocation
+
+
 def parse_overrides(texts: Sequence[str], cache: bool = True) -> list[ParsedOverride]:
     """Hydra's parse of each text; results are kept on disk so that a warm lint imports no Hydra:
-    the list's own small file (`parsed_overrides_path`), else the store of every text parsed so far."""
+    the list's own small file (`parsed_overrides_path`), else the store of every text parsed so far.
+    Once per lint invocation for each list (a script's paths often pass the same overrides)."""
+    if not cache:
+        return _parsed(texts, cache)
+    listed = tuple(texts)
+    parsed: list[ParsedOverride] = per_invocation(PARSED, lambda: _parsed(listed, cache), listed)
+    return list(parsed)  # a list of its own to the caller
+
+
+def _parsed(texts: Sequence[str], cache: bool) -> list[ParsedOverride]:
     run_path = parsed_overrides_path(texts) if cache else None
     if run_path is not None:
         known = _known_parse(texts, read_json(run_path))

@@ -12,13 +12,15 @@ tree, a release not listed) is not judged: `exists` is None.
 
 from __future__ import annotations
 
-import ast
 import functools
 import os
 import re
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from rlpatch.upstream.versions import Version
+
+if TYPE_CHECKING:  # ast loads when a tree's entry module is read: a lint against a release (its table) needs none
+    import ast
 
 # The modules directly under `verl/trainer/` of each released wheel (`__init__` and the constants
 # module left out): what `python -m verl.trainer.X` can start on that release.
@@ -135,6 +137,8 @@ def read_trainer(path: str) -> tuple[str | None, str | None]:
     of a known trainer class it constructs). A trainer class is one with a `fit` method; a module
     that constructs none (verl 0.9's `main_ppo` picks one at run time by `trainer.use_v1`) gives
     (None, None). An unreadable module gives (None, None): it fails at start-up anyway."""
+    import ast
+
     try:
         with open(path, "rb") as handle:
             source = handle.read(MAX_ENTRY_BYTES + 1)
@@ -154,6 +158,8 @@ def read_trainer(path: str) -> tuple[str | None, str | None]:
 
 def _called_class(func: ast.expr) -> str | None:
     """`Name(...)`, or a Ray actor's `Name.remote(...)`."""
+    import ast
+
     if isinstance(func, ast.Name):
         return func.id
     if isinstance(func, ast.Attribute) and func.attr == "remote" and isinstance(func.value, ast.Name):
