@@ -98,7 +98,8 @@ def _run(argv: list[str] | None) -> Any:
     """Run the command line: a plain `lint` one without click, any other with it."""
     from rlpatch.lint.quick_cli import lint_and_print, read_lint_args
 
-    command = read_lint_args(sys.argv[1:] if argv is None else argv)
+    # Shell completion (`_RLPATCH_COMPLETE`) is click's to answer, whatever the command line.
+    command = None if "_RLPATCH_COMPLETE" in os.environ else read_lint_args(sys.argv[1:] if argv is None else argv)
     if command is not None:
         return lint_and_print(command)
     return _group().main(args=argv, prog_name="rlpatch", standalone_mode=False)

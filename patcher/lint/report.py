@@ -15,7 +15,6 @@ from typing import Any, Callable, Mapping, TextIO
 from rlpatch import __version__
 from rlpatch.errors import RlpatchError
 from rlpatch.lint.config import find_config
-from rlpatch.lint.docs import docs_url
 from rlpatch.lint.engine import FileResult, rule_classes
 from rlpatch.lint.rule import SEVERITY_LETTER, SEVERITY_RANK, Finding, LintRule
 from rlpatch.output.api import shown
@@ -35,6 +34,8 @@ def finding_dict(finding: Finding) -> dict:
 def rule_url(code: str, path: str) -> str:
     """The page of a rule, for a finding in `path`: `RLPATCH_DOCS_URL`, else `docs-url` of the
     `[tool.rlpatch]` that configures that file, else the page's path in the rlpatch repository."""
+    from rlpatch.lint.docs import docs_url  # the concise format, a pre-commit hook's, shows no page
+
     try:
         base = find_config(os.path.dirname(os.path.abspath(path)) if path != "-" else os.getcwd())[1].get("docs_url")
     except RlpatchError:  # an unreadable pyproject.toml was reported when the file was linted
