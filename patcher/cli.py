@@ -1,22 +1,23 @@
 """The `rlpatch` command line.
 
 Subcommands are loaded lazily from `COMMANDS` so that `rlpatch --help` and `rlpatch lint` never
-import the patch engine (and with it libcst): the pre-commit hook must start fast.
+import the patch engine (and with it libcst): the pre-commit hook must start fast. For the same
+reason a plain `rlpatch lint ...` is read without click (`rlpatch.lint.quick_cli`, which hands
+every other command line to click): this module imports click only when click reads the command
+line, and the click group `cli` is built on first use.
 """
 
 from __future__ import annotations
 
-import importlib
-import io
 import os
 import sys
-from contextlib import redirect_stderr, redirect_stdout
-from typing import Any
-
-import click
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from rlpatch import __version__
 from rlpatch.errors import EXIT_USAGE, RlpatchError, error_line
+
+if TYPE_CHECKING:
+    import click
 
 # command name -> (module, attribute, one-line help shown by `rlpatch --help`)
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -35,65 +36,105 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 }
 
 
-class LazyGroup(click.Group):
-    """A click group whose subcommands are imported only when they are invoked."""
+def _build_cli() -> click.Group:
+    import importlib
 
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(COMMANDS)
+    import click
 
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        spec = COMMANDS.get(cmd_name)
-        if spec is None:
-            return None
-        module_name, attr, _ = spec
-        return getattr(importlib.import_module(module_name), attr)
+    class LazyGroup(click.Group):
+        """A click group whose subcommands are imported only when they are invoked."""
 
-    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        # Uses the static help strings so that `--help` imports no subcommand module.
-        rows = [(name, COMMANDS[name][2]) for name in self.list_commands(ctx)]
-        with formatter.section("Commands"):
-            formatter.write_dl(rows)
+        def list_commands(self, ctx: click.Context) -> list[str]:
+            return sorted(COMMANDS)
+
+        def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+            spec = COMMANDS.get(cmd_name)
+            if spec is None:
+                return None
+            module_name, attr, _ = spec
+            return getattr(importlib.import_module(module_name), attr)
+
+        def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+            # Uses the static help strings so that `--help` imports no subcommand module.
+            rows = [(name, COMMANDS[name][2]) for name in self.list_commands(ctx)]
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+    @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+    @click.version_option(__version__, prog_name="rlpatch")
+    def cli() -> None:
+        """Patch verl / SGLang / vLLM-Ascend trees for msprobe dumps, and lint verl launch scripts."""
+
+    return cli
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="rlpatch")
-def cli() -> None:
-    """Patch verl / SGLang / vLLM-Ascend trees for msprobe dumps, and lint verl launch scripts."""
+def _group() -> click.Group:
+    """The click group `cli`, built on first use and then kept as this module's `cli`."""
+    group = globals().get("cli")
+    if group is None:
+        group = globals()["cli"] = _build_cli()
+    return group
+
+
+def __getattr__(name: str) -> Any:
+    """`rlpatch.cli.cli` (PEP 562): the click group, built when first asked for."""
+    if name != "cli":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return _group()
 
 
 def main(argv: list[str] | None = None) -> Any:
     """Entry point: every error becomes one line on stderr and an exit code, never a traceback."""
     try:
-        result = cli.main(args=argv, prog_name="rlpatch", standalone_mode=False)
-    except RlpatchError as err:
-        click.echo(error_line(err), err=True)
-        sys.exit(err.exit_code)
-    except click.exceptions.Exit as exit_:
-        sys.exit(exit_.exit_code)
-    except click.ClickException as err:
-        err.show()
-        sys.exit(EXIT_USAGE if err.exit_code == 2 else err.exit_code)
-    except click.exceptions.Abort:
-        click.echo("rlpatch: aborted", err=True)
-        sys.exit(130)
-    except KeyboardInterrupt:
-        click.echo("rlpatch: interrupted", err=True)
-        sys.exit(130)
-    except BrokenPipeError:
-        sys.exit(0)
-    except (RecursionError, MemoryError, OSError) as err:
-        # What the machine or the input's shape ran out of, not a bug in one command: one line.
-        if os.environ.get("RLPATCH_DEBUG"):
-            raise
-        click.echo(error_line(err), err=True)
-        sys.exit(EXIT_USAGE)
-    except Exception as err:  # the last line of defence against a traceback
-        if os.environ.get("RLPATCH_DEBUG"):
-            raise
-        click.echo(error_line(err), err=True)
-        sys.exit(EXIT_USAGE)
+        result = _run(argv)
+    except BaseException as err:  # noqa: BLE001 - `_exit_for` gives each its line, or lets it go on
+        _exit_for(err)
     # Commands return their exit code (click returns it too when a command calls ctx.exit).
     sys.exit(result if isinstance(result, int) else 0)
+
+
+def _run(argv: list[str] | None) -> Any:
+    """Run the command line: a plain `lint` one without click, any other with it."""
+    from rlpatch.lint.quick_cli import lint_and_print, read_lint_args
+
+    # Shell completion (`_RLPATCH_COMPLETE`) is click's to answer, whatever the command line.
+    command = None if "_RLPATCH_COMPLETE" in os.environ else read_lint_args(sys.argv[1:] if argv is None else argv)
+    if command is not None:
+        return lint_and_print(command)
+    return _group().main(args=argv, prog_name="rlpatch", standalone_mode=False)
+
+
+def _exit_for(err: BaseException) -> NoReturn:
+    """The line and the exit code for what reached the entry point (called while `err` is handled)."""
+    click = sys.modules.get("click")  # click's exceptions come from click, which is then imported
+    if isinstance(err, RlpatchError):
+        _echo(error_line(err))
+        sys.exit(err.exit_code)
+    if click is not None and isinstance(err, click.exceptions.Exit):
+        sys.exit(err.exit_code)
+    if click is not None and isinstance(err, click.ClickException):
+        err.show()
+        sys.exit(EXIT_USAGE if err.exit_code == 2 else err.exit_code)
+    if click is not None and isinstance(err, click.exceptions.Abort):
+        _echo("rlpatch: aborted")
+        sys.exit(130)
+    if isinstance(err, KeyboardInterrupt):
+        _echo("rlpatch: interrupted")
+        sys.exit(130)
+    if isinstance(err, BrokenPipeError):
+        sys.exit(0)
+    if not isinstance(err, Exception) or os.environ.get("RLPATCH_DEBUG"):
+        raise  # SystemExit and the like go on; RLPATCH_DEBUG=1 shows the traceback
+    # What the machine or the input's shape ran out of (RecursionError, MemoryError, OSError), not a
+    # bug in one command, and the last line of defence against a traceback: one line each.
+    _echo(error_line(err))
+    sys.exit(EXIT_USAGE)
+
+
+def _echo(line: str) -> None:
+    import click
+
+    click.echo(line, err=True)
 
 
 def capture(argv: list[str]) -> tuple[int, str, str]:
@@ -102,6 +143,9 @@ def capture(argv: list[str]) -> tuple[int, str, str]:
     The wings that run other commands (`doctor` asks `verify` and `lint`, a `--ray` node runs the
     local command) go through here rather than importing those commands' wings.
     """
+    import io
+    from contextlib import redirect_stderr, redirect_stdout
+
     out, err = io.StringIO(), io.StringIO()
     code = 0
     with redirect_stdout(out), redirect_stderr(err):

@@ -28,11 +28,14 @@ Nothing is reported when the vLLM-Ascend tree or the mindstudio-probe version is
 from __future__ import annotations
 
 import re
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rlpatch import testing
 from rlpatch.lint import versions_family
 from rlpatch.lint.rule import Case, LintContext, LintRule
+
+if TYPE_CHECKING:  # a plain lint loads this rule: pathlib is a few milliseconds of its start
+    from pathlib import Path
 
 _RUN = (
     "python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm \\\n"
@@ -44,7 +47,7 @@ _RELEASE = testing.case_root("targets/vllm-ascend-0.13.0")
 
 # The runner file and the call that hands the scheduler's counts to msprobe: either directly
 # (`debugger.start(..., scheduled_tokens=...)`) or through vLLM-Ascend's `_start_dump_data(**kwargs)`.
-RUNNER = Path("worker") / "model_runner_v1.py"
+RUNNER = "worker/model_runner_v1.py"  # inside the vllm_ascend package (a Path)
 PASSES_SCHEDULED_TOKENS = re.compile(r"(?:_start_dump_data|\.start)\([^)]*\bscheduled_tokens\s*=")
 MAX_RUNNER_BYTES = 8 * 1024 * 1024  # the real file is about 200 KB
 

@@ -257,19 +257,22 @@ def test_a_python_option_that_does_not_split_is_one_line(tmp_path: Path, command
     (MemoryError(), "rlpatch: error: out of memory (the input is too large for this machine)"),
     (ValueError("a\nbug"), "rlpatch: internal error: ValueError: a bug (set RLPATCH_DEBUG=1 for a traceback)"),
 ])
+@pytest.mark.parametrize("argv", [["detect", "x.sh"], ["lint", "x.sh"]])  # read by click; read without click
 def test_the_entry_point_turns_what_is_left_into_one_line(monkeypatch: pytest.MonkeyPatch, capsys, error: BaseException,
-                                                          line: str) -> None:
+                                                          line: str, argv: list[str]) -> None:
     """Resource errors (recursion, memory, a failed system call naming its file) are one-line errors; a
     genuinely unexpected exception stays an internal error, with its type and a one-line message. Exit 2."""
     from rlpatch import cli
+    from rlpatch.lint import quick_cli
 
     def fail(*args: Any, **kwargs: Any) -> None:
         raise error
 
     monkeypatch.delenv("RLPATCH_DEBUG", raising=False)
     monkeypatch.setattr(cli.cli, "main", fail)
+    monkeypatch.setattr(quick_cli, "run_lint", fail)
     with pytest.raises(SystemExit) as exit_:
-        cli.main(["lint", "x.sh"])
+        cli.main(argv)
     assert exit_.value.code == 2
     assert capsys.readouterr().err.splitlines() == [line]
 

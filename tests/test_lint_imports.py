@@ -92,3 +92,23 @@ def test_lint_start_leaves_the_wheel_cache_and_the_probes_unloaded(tmp_path) -> 
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert "BAD []" in out.stdout, out.stdout + out.stderr
+
+
+def test_a_plain_lint_starts_without_click_or_the_writers(tmp_path) -> None:
+    """The pre-commit hook's command line is read without click (`rlpatch.lint.quick_cli`), and a lint
+    that writes no file loads neither the durable writes (tempfile) nor dataclasses; the schema
+    family's cache and Hydra wait for a verl to check against."""
+    script = tmp_path / "run.sh"
+    script.write_text("python3 -m verl.trainer.main_ppo trainer.nnodes=1\n")
+    code = textwrap.dedent(f"""
+        import sys
+        from rlpatch.cli import main
+        try:
+            main(["lint", "--no-config", "--select", "RL0,RL1,RL2,RL4", {str(script)!r}])
+        except SystemExit:
+            pass
+        heavy = ("click", "tempfile", "dataclasses", "hydra", "rlpatch.lint.schema_cache")
+        print("BAD", sorted(m for m in sys.modules if m in heavy))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert "BAD []" in out.stdout, out.stdout + out.stderr

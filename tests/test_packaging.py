@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import configparser
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -162,9 +163,10 @@ def test_python_dash_m_rlpatch() -> None:
 
 # ---- downloads without the interpreter's pip --------------------------------------------------------------
 def _no_pip(monkeypatch: pytest.MonkeyPatch, on_path: dict[str, str]) -> None:
-    real = wheelcache.importlib.util.find_spec
-    monkeypatch.setattr(wheelcache.importlib.util, "find_spec", lambda name, *a: None if name == "pip" else real(name, *a))
-    monkeypatch.setattr(wheelcache.shutil, "which", lambda name, *a, **k: on_path.get(name))
+    # The modules wheelcache imports when it looks for a pip (the same module objects as here).
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "pip" else real(name, *a))
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: on_path.get(name))
 
 
 def test_downloads_prefer_this_interpreters_pip() -> None:

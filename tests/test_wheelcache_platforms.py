@@ -20,7 +20,7 @@ def test_several_platform_tags_reach_pip(monkeypatch: pytest.MonkeyPatch, tmp_pa
         (folder / "demo-1.0-cp311-cp311-manylinux_2_24_x86_64.whl").write_bytes(b"")
         return subprocess.CompletedProcess(command, 0, "", "")
 
-    monkeypatch.setattr(wheelcache.subprocess, "run", fake_run)
+    monkeypatch.setattr(subprocess, "run", fake_run)  # wheelcache imports it when it downloads
     wheel = wheelcache.wheel_path("demo", "1.0", platform=wheelcache.LINUX_X86_64, python_version="3.11")
     command = seen[0]
     assert [command[i + 1] for i, part in enumerate(command) if part == "--platform"] == list(wheelcache.LINUX_X86_64)

@@ -21,7 +21,8 @@ from typing import Any, Sequence
 
 from rlpatch.errors import InputError
 from rlpatch.lint.commands import LintCommand, LintOutcome, run_lint
-from rlpatch.lint.options import ExtraArgsCommand, ScriptOptions, build_options
+from rlpatch.lint.extra_args import ExtraArgsCommand
+from rlpatch.lint.options import ScriptOptions, build_options
 from rlpatch.lint.rule import Finding, LintOptions
 from rlpatch.upstream.api import Version
 

@@ -12,17 +12,10 @@ from typing import Any
 
 import click
 
-from rlpatch.lint.commands import (
-    DetectCommand,
-    LintCommand,
-    rule_listing,
-    rule_page,
-    run_detect,
-    run_lint,
-    write_report,
-)
-from rlpatch.lint.options import ExtraArgsCommand, ScriptOptions
-from rlpatch.output.api import shown
+from rlpatch.lint.commands import DetectCommand, LintCommand, rule_listing, rule_page, run_detect
+from rlpatch.lint.extra_args import ExtraArgsCommand
+from rlpatch.lint.options import ScriptOptions
+from rlpatch.lint.quick_cli import lint_and_print
 from rlpatch.shell.api import MODES
 
 # The options that say how the scripts will run (`_common`'s, and lint's --allow-level).
@@ -103,23 +96,12 @@ def lint_cmd(ctx: click.Context, files: tuple[str, ...], **values: Any) -> int:
     virtualenvs skipped); without FILES, the current directory. Extra Hydra overrides after `--` are
     passed to the script as "$@".
     """
-    script = _script_options(ctx, values)
     if values["config_file"] is not None and values["no_config"]:
         raise click.UsageError("--config and --no-config: give one of them")
     if values["fix"] and values["diff"]:
         raise click.UsageError("--fix and --diff: give one of them (--diff writes nothing)")
-    command = LintCommand(files=files, script=script, **values)
-    outcome = run_lint(command)
-    for warning in outcome.warnings:
-        click.echo(f"rlpatch lint: warning: {shown(warning)}", err=True)
-    for error in outcome.errors:
-        click.echo(f"rlpatch: error: {shown(error)}", err=True)
-    for note in outcome.notes:
-        click.echo(f"rlpatch lint: {shown(note)}", err=True)
-    write_report(outcome.report, command.output_file)
-    for note in outcome.fix_notes:
-        click.echo(note, err=True)
-    return outcome.exit_code
+    # A plain command line is read without click by `rlpatch.cli.main` (`quick_cli`): both end here.
+    return lint_and_print(LintCommand(files=files, script=_script_options(ctx, values), **values))
 
 
 @click.command("detect", cls=ExtraArgsCommand)

@@ -21,7 +21,6 @@ from rlpatch.errors import InputError
 from rlpatch.lint.config import find_config, read_config_file, table_base, table_name
 from rlpatch.lint.options import ScriptOptions, options_for, split_list
 from rlpatch.lint.rule import LintOptions
-from rlpatch.output.api import write_output
 
 if TYPE_CHECKING:
     from rlpatch.lint.engine import FileResult, LintTask
@@ -272,6 +271,8 @@ def write_report(text: str, output_file: str | None) -> None:
     if output_file is None:
         sys.stdout.write(text)
         return
+    from rlpatch.output.api import write_output
+
     try:  # whole or not at all; a link at the path is replaced, never written through into its target
         write_output(output_file, text)
     except OSError as err:

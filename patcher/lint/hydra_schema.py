@@ -24,14 +24,13 @@ hydra/omegaconf are imported only on the cold paths (a cache miss), never at mod
 
 from __future__ import annotations
 
-import difflib
 import functools
 import importlib.util
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+from rlpatch.lint.rule import Fact, per_invocation
 from rlpatch.lint.schema_compose import Replay, Schema, load_schema
 from rlpatch.lint.schema_discovery import (
     DEFAULT_ENTRY,
@@ -47,8 +46,7 @@ from rlpatch.lint.schema_grammar import ParsedOverride, SchemaProblem, grammar_p
 SEARCHPATH_KEY = "hydra.searchpath"
 
 
-@dataclass(frozen=True)
-class OverrideRecord:
+class OverrideRecord(NamedTuple):
     """One override as Hydra receives it (after bash quoting is removed).
 
     `text` is the whole token (`+a.b=1`); `prefix` is '', '+', '++' or '~'; `position` is opaque to
@@ -69,12 +67,16 @@ class OverrideRecord:
         return cls(text, prefix, key, value if sep else None, position)
 
 
-@dataclass
-class SchemaResult:
-    problems: list[SchemaProblem] = field(default_factory=list)
+class SchemaResult(NamedTuple):
+    problems: list[SchemaProblem] = []  # one shared empty list, never appended to: a result is built whole
     skipped: str | None = None  # one line saying why the family did not run
     source: ConfigSource | None = None
     schema: Schema | None = None
+
+
+# Where the config is and its groups: the same for every run of a lint invocation (`per_invocation`).
+LOCATED: Fact[ConfigSource] = Fact("config source")
+GROUPS: Fact[dict[str, set[str]]] = Fact("config groups")
 
 
 @functools.lru_cache(maxsize=1)
@@ -102,16 +104,19 @@ def lint_overrides(
         return SchemaResult(skipped="hydra-core is not installed: RL301-RL306 skipped")
     parsed = parse_overrides([r.text for r in records], cache=cache)
     try:
-        source = locate_config(verl_root=verl_root, python=python, verl_version=verl_version,
-                               config_path=config_path, config_name=config_name, base_dir=base_dir,
-                               entry=entry, searchpath=_script_searchpath(parsed))
+        searchpath = _script_searchpath(parsed)
+        key = (verl_root, python, verl_version, config_path, config_name, base_dir, entry,
+               None if searchpath is None else tuple(searchpath))  # every argument below: runs share only equal ones
+        source = per_invocation(LOCATED, lambda: locate_config(
+            verl_root=verl_root, python=python, verl_version=verl_version, config_path=config_path,
+            config_name=config_name, base_dir=base_dir, entry=entry, searchpath=searchpath), key)
     except SchemaUnknown as why:  # the run composes a config this tree does not hold: no verdict, no error
         return SchemaResult(skipped=f"{why}: RL301-RL306 skipped")
     except SchemaUnavailable as why:
         # The whole family waits for a verl tree, RL301 included: a lint without one stays as fast
         # as if hydra-core were not installed (no Hydra import at all).
         return SchemaResult(skipped=f"{why}: RL301-RL306 skipped (give --verl-root, --verl-version or --python)")
-    groups = config_groups(source)
+    groups = per_invocation(GROUPS, lambda: config_groups(source), source)
     group_items = [(i, p) for i, p in enumerate(parsed) if p.ok and _is_group_override(p, groups)]
     problems = [problem for i, p in enumerate(parsed) for problem in grammar_problems(i, p)]
     problems += _group_option_problems(group_items, groups)
@@ -176,5 +181,7 @@ def _problem_order(problem: SchemaProblem) -> tuple[int, int, str]:
 
 
 def _did_you_mean(word: str, candidates: Iterable[str]) -> str:
+    import difflib  # only when a name is wrong: a clean lint does not pay for it
+
     close = difflib.get_close_matches(word, sorted(candidates), n=1, cutoff=0.6)
     return f" (did you mean '{close[0]}'?)" if close else ""

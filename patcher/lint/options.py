@@ -1,6 +1,7 @@
-"""What `rlpatch lint` and its facade share: the command class that keeps `-- extra overrides`
-aside, what the command line says about how the scripts will run (`ScriptOptions`), and the one
-way to build `LintOptions` from command-line values over `[tool.rlpatch]`.
+"""What `rlpatch lint` and its facade share: what the command line says about how the scripts will
+run (`ScriptOptions`), and the one way to build `LintOptions` from command-line values over
+`[tool.rlpatch]`. (The click command class that keeps `-- extra overrides` aside is
+`rlpatch.lint.extra_args`: a lint read without click never imports click.)
 
 Neither the CLI (`rlpatch.lint.cli`) nor the facade (`rlpatch.lint.api`, used by `rlpatch gen`)
 owns these: both import them from here, so the linter's core never depends on its command line.
@@ -11,23 +12,10 @@ from __future__ import annotations
 import os
 from typing import Any, NamedTuple
 
-import click
-
 from rlpatch.errors import InputError
 from rlpatch.lint.rule import LintOptions
 from rlpatch.shell.api import MODES, env_assignments
 from rlpatch.upstream.api import Version
-
-
-class ExtraArgsCommand(click.Command):
-    """Keeps everything after `--` aside: those are extra Hydra overrides for the script's "$@"."""
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        if "--" in args:
-            index = args.index("--")
-            ctx.meta["rlpatch.extra"] = args[index + 1:]
-            args = args[:index]
-        return super().parse_args(ctx, args)
 
 
 class ScriptOptions(NamedTuple):

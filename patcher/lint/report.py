@@ -15,7 +15,6 @@ from typing import Any, Callable, Mapping, TextIO
 from rlpatch import __version__
 from rlpatch.errors import RlpatchError
 from rlpatch.lint.config import find_config
-from rlpatch.lint.docs import docs_home, docs_url
 from rlpatch.lint.engine import FileResult, rule_classes
 from rlpatch.lint.rule import SEVERITY_LETTER, SEVERITY_RANK, Finding, Fix, LintRule
 from rlpatch.output.api import shown
@@ -46,6 +45,8 @@ def fix_dict(finding: Finding) -> dict | None:
 def rule_url(code: str, path: str) -> str | None:
     """The page of a rule, for a finding in `path`: `RLPATCH_DOCS_URL`, else `docs-url` of the
     `[tool.rlpatch]` that configures that file, else None."""
+    from rlpatch.lint.docs import docs_url  # the concise format, a pre-commit hook's, shows no page
+
     try:
         base = find_config(os.path.dirname(os.path.abspath(path)) if path != "-" else os.getcwd())[1].get("docs_url")
     except RlpatchError:  # an unreadable pyproject.toml was reported when the file was linted
@@ -280,6 +281,8 @@ def _driver(rules: list[dict]) -> dict:
     """The tool: `informationUri` only where a docs address is configured (rlpatch has no published
     site, and SARIF wants an absolute URI)."""
     driver: dict[str, Any] = {"name": "rlpatch", "version": __version__, "rules": rules}
+    from rlpatch.lint.docs import docs_home
+
     base = find_config(os.getcwd())[1].get("docs_url")
     home = docs_home(base if isinstance(base, str) else None)
     if home:

@@ -39,7 +39,8 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
+from contextlib import contextmanager
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Iterable, Literal, Mapping, NamedTuple, Sequence, TypeVar
 
@@ -165,6 +166,33 @@ class Facts:
             return self._known[key]
         value = self._known[key] = compute()
         return value
+
+
+# The trees a lint reads (verl's config directory, a released wheel's tree) do not change during one
+# lint invocation, as `LintOptions.target_facts` says of the target environment, yet every run of
+# every script asks about them (a script's eight `if`/`case` paths are eight runs). While the engine
+# lints (`with one_invocation():` in `engine.lint_paths`) what `per_invocation` computes is kept;
+# outside it (a library call, a test that edits a tree between two calls) nothing is.
+_invocation: Facts | None = None
+
+
+@contextmanager
+def one_invocation() -> Iterator[None]:
+    """Keep `per_invocation` facts while the block runs (inside another, the outer one's)."""
+    global _invocation
+    outer = _invocation
+    _invocation = outer if outer is not None else Facts()
+    try:
+        yield
+    finally:
+        _invocation = outer
+
+
+def per_invocation(fact: Fact[FactValue], compute: Callable[[], FactValue], about: Hashable = None) -> FactValue:
+    """`compute()`, once per lint invocation (for `about`); every time outside one."""
+    if _invocation is None:
+        return compute()
+    return _invocation.get_or_compute(fact, compute, about)
 
 
 class LintOptions:

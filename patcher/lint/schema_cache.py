@@ -11,19 +11,37 @@ cache that cannot be read or written only costs speed.
 
 from __future__ import annotations
 
-import hashlib
+import functools
+import importlib
 import importlib.util
 import json
 import os
 import re
-import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from rlpatch.lint.rule import Fact, per_invocation
 from rlpatch.lint.schema_discovery import ConfigSource, yaml_files
 
+
+def _sha256_constructor() -> Callable[..., Any]:
+    """CPython's own sha256 (`_sha2` from Python 3.12, `_sha256` before), the same digest as hashlib's:
+    hashlib would first load OpenSSL, about 5 ms of a lint's start for three short cache keys."""
+    for name in ("_sha2", "_sha256"):
+        try:
+            return importlib.import_module(name).sha256
+        except (ImportError, AttributeError):
+            continue
+    from hashlib import sha256 as standard
+
+    return standard
+
+
+sha256 = _sha256_constructor()
+
 FORMAT = 1  # bump when the cached snapshot layout changes
+FINGERPRINT: Fact[str] = Fact("fingerprint of a config search path")  # per lint invocation
 
 
 def schema_path(source: ConfigSource, group_overrides: Sequence[str]) -> Path:
@@ -38,7 +56,7 @@ def schema_path(source: ConfigSource, group_overrides: Sequence[str]) -> Path:
         "group_overrides": list(group_overrides),
         "fingerprint": fingerprint(source),
     }
-    return _schema_dir() / (hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest() + ".json")
+    return _schema_dir() / (sha256(json.dumps(key, sort_keys=True).encode()).hexdigest() + ".json")
 
 
 def overrides_store_path() -> Path:
@@ -46,18 +64,34 @@ def overrides_store_path() -> Path:
     return _schema_dir() / f"overrides-{hydra_version()}-{FORMAT}.json"
 
 
+def parsed_overrides_path(texts: Sequence[str]) -> Path:
+    """The parse of one run's list of overrides, as one small file: a warm lint reads this alone.
+    (The store of every override ever parsed grows with use, to megabytes: reading it for every run
+    cost a single-script lint more than the rest of its work.)"""
+    key = json.dumps([FORMAT, hydra_version(), list(texts)])
+    return _schema_dir() / "parsed" / (sha256(key.encode()).hexdigest() + ".json")
+
+
 def fingerprint(source: ConfigSource) -> str:
-    """Changes when any yaml file of the search path changes (a `--verl-root` under development)."""
-    digest = hashlib.sha256()
-    for directory in (source.config_dir, *source.search_dirs):
+    """Changes when any yaml file of the search path changes (a `--verl-root` under development).
+    Taken once per lint invocation (a stat of every yaml file, asked by every run)."""
+    directories = (source.config_dir, *source.search_dirs)
+    return per_invocation(FINGERPRINT, lambda: _fingerprint(directories), directories)
+
+
+def _fingerprint(directories: tuple[Path, ...]) -> str:
+    digest = sha256()
+    for directory in directories:
         for relative in yaml_files(directory):
             stat = (directory / relative).stat()
             digest.update(f"{directory}/{relative}:{stat.st_size}:{stat.st_mtime_ns}\n".encode())
     return digest.hexdigest()
 
 
+@functools.lru_cache(maxsize=1)
 def hydra_version() -> str | None:
-    """hydra-core's version read from its `__init__.py` (cheaper than importlib.metadata)."""
+    """hydra-core's version read from its `__init__.py` (cheaper than importlib.metadata). Memoised:
+    part of every cache key, and what is installed does not change while rlpatch runs."""
     spec = importlib.util.find_spec("hydra")
     if spec is None or not spec.origin:
         return None
@@ -85,6 +119,8 @@ def read_json(path: Path) -> Any:
 
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write through a temporary file and rename: a concurrent reader never sees half a cache file."""
+    import tempfile  # a cache miss only: a warm lint writes nothing
+
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from rlpatch.upstream.api import Version, entry_file, probe, probe_root, read_hydra_main
 
@@ -24,8 +24,7 @@ CONFIG_SUBDIR = ("verl", "trainer", "config")
 MAX_PRIMARY_BYTES = 1024 * 1024  # bounded read of the primary config, for its `hydra.searchpath` (verl's are a few KB)
 
 
-@dataclass(frozen=True)
-class ConfigSource:
+class ConfigSource(NamedTuple):
     """The config directory that will be composed, and where it came from."""
 
     config_dir: Path

@@ -13,26 +13,26 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
-from rlpatch.lint.schema_cache import overrides_store_path, read_json, write_json_atomic
+from rlpatch.lint.rule import Fact, per_invocation
+from rlpatch.lint.schema_cache import overrides_store_path, parsed_overrides_path, read_json, write_json_atomic
 
 
-@dataclass(frozen=True)
-class SchemaProblem:
+class SchemaProblem(NamedTuple):
     """A finding: `index` is the override it is about (None: the run as a whole, e.g. RL305);
-    `start`/`end` are 0-based character offsets inside that override's text."""
+    `start`/`end` are 0-based character offsets inside that override's text. (NamedTuples, not
+    frozen dataclasses, here and in the family's other modules: importing `dataclasses`, with
+    inspect, and creating each frozen class cost a `lint --verl-version` cold start milliseconds.)"""
 
     code: str
     message: str
-    index: int | None = None
+    index: int | None = None  # type: ignore[assignment]  # a field named like tuple.index: only read as the field
     start: int = 0
     end: int = 0
 
 
-@dataclass(frozen=True)
-class ParsedOverride:
+class ParsedOverride(NamedTuple):
     """Hydra's parse of one override, reduced to plain data (so that it can be cached)."""
 
     text: str
@@ -57,8 +57,26 @@ class ParsedOverride:
         return index + 1 if index >= 0 else len(self.text)
 
 
+PARSED: Fact[list[ParsedOverride]] = Fact("Hydra's parse of a list of overrides")  # per lint invocation
+
+
 def parse_overrides(texts: Sequence[str], cache: bool = True) -> list[ParsedOverride]:
-    """Hydra's parse of each text; results are kept on disk so that a warm lint imports no Hydra."""
+    """Hydra's parse of each text; results are kept on disk so that a warm lint imports no Hydra:
+    the list's own small file (`parsed_overrides_path`), else the store of every text parsed so far.
+    Once per lint invocation for each list (a script's paths often pass the same overrides)."""
+    if not cache:
+        return _parsed(texts, cache)
+    listed = tuple(texts)
+    parsed: list[ParsedOverride] = per_invocation(PARSED, lambda: _parsed(listed, cache), listed)
+    return list(parsed)  # a list of its own to the caller
+
+
+def _parsed(texts: Sequence[str], cache: bool) -> list[ParsedOverride]:
+    run_path = parsed_overrides_path(texts) if cache else None
+    if run_path is not None:
+        known = _known_parse(texts, read_json(run_path))
+        if known is not None:
+            return known
     store_path = overrides_store_path()
     store: dict[str, Any] = (read_json(store_path) or {}) if cache else {}
     missing = [text for text in dict.fromkeys(texts) if text not in store]
@@ -70,7 +88,19 @@ def parse_overrides(texts: Sequence[str], cache: bool = True) -> list[ParsedOver
             if len(store) > 50_000:  # keep the file small: forget everything but this run
                 store = {text: store[text] for text in texts}
             write_json_atomic(store_path, store)
+    if run_path is not None:
+        write_json_atomic(run_path, [store[text] for text in texts])
     return [ParsedOverride(text=text, **store[text]) for text in texts]
+
+
+def _known_parse(texts: Sequence[str], cached: Any) -> list[ParsedOverride] | None:
+    """The list's cached parse, or None when the file is missing or not what this version wrote."""
+    if not isinstance(cached, list) or len(cached) != len(texts):
+        return None
+    try:
+        return [ParsedOverride(text=text, **fields) for text, fields in zip(texts, cached, strict=True)]
+    except TypeError:
+        return None
 
 
 def _hydra_parser() -> Any:

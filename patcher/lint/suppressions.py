@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from rlpatch.lint.rule import Finding
 from rlpatch.shell.api import SourceFile, Span
@@ -32,8 +31,7 @@ _STATEMENT_TYPES = {
 }
 
 
-@dataclass(frozen=True)
-class DirectiveCode:
+class DirectiveCode(NamedTuple):
     """One code of one directive, where it is written."""
 
     code: str  # upper-cased, as matched against finding codes
@@ -41,17 +39,17 @@ class DirectiveCode:
     known: bool  # ALL, or the code or prefix of at least one lint rule
 
 
-@dataclass
-class Directive:
-    """One suppression comment: what it silences (the whole file, or lines `first`..`last`)."""
+class Directive(NamedTuple):
+    """One suppression comment: what it silences (the whole file, or lines `first`..`last`).
+    (NamedTuples, not dataclasses: this module is imported at every cold start of `rlpatch lint`.)"""
 
     kind: str  # "file" | "command"
     codes: tuple[DirectiveCode, ...]
     span: Span  # the directive, from its `#`
+    used: set[str]  # the codes that silenced a finding (filled as findings are matched)
     first: int = 0
     last: int = 0
     effective: bool = True  # False: a disable-file after the first command, or a disable with no command after it
-    used: set[str] = field(default_factory=set)  # the codes that silenced a finding
 
     def covers(self, finding: Finding, path: str) -> bool:
         if self.kind == "file":
@@ -102,16 +100,16 @@ def _directive(source: SourceFile, match: re.Match[str], statements: list[tuple[
     codes = _codes(source, match, line, column, known_codes)
     span = Span(source.path, line, column, line, column + len(match.group().rstrip()))
     if match.group(1) == "disable-file":
-        return Directive("file", codes, span, effective=line < first_command)
+        return Directive("file", codes, span, set(), effective=line < first_command)
     alone = not source.line_text(line)[: column - 1].strip()
     if alone:  # the next command after the comment
         following = [(start, end) for start, end in statements if start > line]
     else:  # the innermost command that contains the comment's line: the command this comment ends
         following = [(start, end) for start, end in statements if start <= line <= end]
     if not following:
-        return Directive("command", codes, span, effective=False)
+        return Directive("command", codes, span, set(), effective=False)
     first = min(start for start, _ in following) if alone else max(start for start, _ in following)
-    return Directive("command", codes, span, first, max(end for start, end in following if start == first))
+    return Directive("command", codes, span, set(), first, max(end for start, end in following if start == first))
 
 
 def _codes(source: SourceFile, match: re.Match[str], line: int, column: int,

@@ -14,18 +14,45 @@
 
 from __future__ import annotations
 
-from rlpatch.output.durable import (
-           TEMPORARY_SUFFIX,
-           atomic_text,
-           atomic_write,
-           discard,
-           fsync_dir,
-           open_new_log,
-           stage,
-           write_output,
-)
-from rlpatch.output.places import LinkInside, is_inside, links_on_the_way, refuse_links
+from typing import TYPE_CHECKING, Any
+
 from rlpatch.output.printable import shown, shown_lines
+
+if TYPE_CHECKING:  # the type checker sees every name; at run time the writers load on first use
+    from rlpatch.output.durable import (
+               TEMPORARY_SUFFIX,
+               atomic_text,
+               atomic_write,
+               discard,
+               fsync_dir,
+               open_new_log,
+               stage,
+               write_output,
+    )
+    from rlpatch.output.places import LinkInside, is_inside, links_on_the_way, refuse_links
+
+# Where each name that loads on first use lives. `rlpatch lint` shows text (`shown`) and writes
+# only for `-o`: the durable writes bring tempfile and pathlib (shutil, random, bz2, lzma), a few
+# milliseconds of a pre-commit hook's cold start.
+_LAZY: dict[str, str] = {
+    **dict.fromkeys(("TEMPORARY_SUFFIX", "atomic_text", "atomic_write", "discard", "fsync_dir", "open_new_log", "stage",
+                     "write_output"), "durable"),
+    **dict.fromkeys(("LinkInside", "is_inside", "links_on_the_way", "refuse_links"), "places"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Load a name of `_LAZY` from its module on first use (PEP 562), then keep it here."""
+    try:
+        module_name = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    import importlib
+
+    value = getattr(importlib.import_module(f"rlpatch.output.{module_name}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = ["TEMPORARY_SUFFIX", "LinkInside", "atomic_text", "atomic_write", "discard", "fsync_dir", "is_inside", "links_on_the_way",
            "open_new_log", "refuse_links", "shown", "shown_lines", "stage", "write_output"]

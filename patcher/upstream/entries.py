@@ -12,14 +12,15 @@ tree, a release not listed) is not judged: `exists` is None.
 
 from __future__ import annotations
 
-import ast
-import difflib
 import functools
 import os
 import re
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from rlpatch.upstream.versions import Version
+
+if TYPE_CHECKING:  # ast loads when a tree's entry module is read: a lint against a release (its table) needs none
+    import ast
 
 # The modules directly under `verl/trainer/` of each released wheel (`__init__` and the constants
 # module left out): what `python -m verl.trainer.X` can start on that release.
@@ -61,6 +62,8 @@ class EntryCheck(NamedTuple):
         """One line: the module, what it was checked against, and what exists instead."""
         text = f"{self.module} is not in {self.against}"
         if self.instead:
+            import difflib  # only when a name is wrong: a clean lint does not pay for it
+
             closest = difflib.get_close_matches(self.module or "", self.instead, n=1, cutoff=0.0)
             names = ", ".join(sorted(name.removeprefix(_TRAINER_PACKAGE) for name in self.instead))
             text += f": use {closest[0]} (verl.trainer there: {names})"
@@ -194,6 +197,8 @@ def _read_entry_module(path: str) -> EntryModule:
     """`read_entry_module` of a real path. A trainer class is one with a `fit` method; a module that constructs none (verl
     0.9's `main_ppo` picks one at run time by `trainer.use_v1`) starts no known one. An unreadable
     module gives an empty answer: it fails at start-up anyway."""
+    import ast
+
     try:
         with open(path, "rb") as handle:
             source = handle.read(MAX_ENTRY_BYTES + 1)
@@ -213,6 +218,8 @@ def _read_entry_module(path: str) -> EntryModule:
 
 def _hydra_main(tree: ast.Module) -> HydraMain | None:
     """The first top-level function decorated with `@hydra.main(...)` (or `@main(...)` imported from hydra)."""
+    import ast
+
     for node in tree.body:
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
@@ -226,17 +233,23 @@ def _hydra_main(tree: ast.Module) -> HydraMain | None:
 
 
 def _is_hydra_main(func: ast.expr) -> bool:
+    import ast
+
     if isinstance(func, ast.Attribute):
         return func.attr == "main" and isinstance(func.value, ast.Name) and func.value.id == "hydra"
     return isinstance(func, ast.Name) and func.id in ("main", "hydra_main")
 
 
 def _literal(node: ast.expr | None) -> str | None:
+    import ast
+
     return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
 
 
 def _called_class(func: ast.expr) -> str | None:
     """`Name(...)`, or a Ray actor's `Name.remote(...)`."""
+    import ast
+
     if isinstance(func, ast.Name):
         return func.id
     if isinstance(func, ast.Attribute) and func.attr == "remote" and isinstance(func.value, ast.Name):

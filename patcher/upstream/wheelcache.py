@@ -11,13 +11,8 @@ so they use whatever package index pip is configured for: the running interprete
 from __future__ import annotations
 
 import fcntl
-import importlib.util
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
-import zipfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Sequence, Union
@@ -68,6 +63,9 @@ def _platform_tags(platform: Platform) -> tuple[str, ...]:
 def pip_command(project: str, version: str) -> list[str]:
     """The command that runs a pip able to download `project==version`, or a one-line InputError
     naming what is missing and the two ways out."""
+    import importlib.util
+    import shutil
+
     if importlib.util.find_spec("pip") is not None:
         return [sys.executable, "-m", "pip"]
     for name in ("pip3", "pip"):
@@ -101,6 +99,8 @@ def wheel_path(project: str, version: str, platform: Platform = None, python_ver
     `timeout` bounds the download (seconds; pip's own connection timeout is a third of it, one retry):
     for a caller that has a fallback, such as lint's default verl, a missing network is not a hang.
     """
+    import subprocess
+
     tags = _platform_tags(platform)
     folder = _folder(project, version, tags)
     with _cache_lock():
@@ -133,6 +133,15 @@ def wheel_path(project: str, version: str, platform: Platform = None, python_ver
 def unpacked_tree(project: str, version: str, platform: Platform = None, python_version: str | None = None,
                   timeout: float | None = None) -> Path:
     """A pristine, read-only-by-convention unpacked copy of the wheel: the root that holds the package."""
+    # The warm path (each `lint --verl-version` run): a tree is renamed into place with its
+    # `.complete` inside, so its presence is enough, without the lock or the unpacking modules.
+    warm = cached_tree(project, version, platform)
+    if warm is not None:
+        return warm
+    import shutil
+    import tempfile
+    import zipfile
+
     wheel = wheel_path(project, version, platform, python_version, timeout)
     target = wheel.parent / "tree"
     with _cache_lock():
@@ -151,6 +160,8 @@ def unpacked_tree(project: str, version: str, platform: Platform = None, python_
 def fresh_copy(project: str, version: str, destination: str | os.PathLike[str], *, platform: Platform = None,
                python_version: str | None = None) -> Path:
     """A writable copy of the unpacked wheel at `destination` (the pristine cache stays untouched)."""
+    import shutil
+
     source = unpacked_tree(project, version, platform=platform, python_version=python_version)
     destination = Path(destination)
     shutil.copytree(source, destination, ignore=shutil.ignore_patterns(".complete"), symlinks=True)
