@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from rlpatch.lint import cli as lint_cli
 from rlpatch.lint.commands import LintCommand
-from rlpatch.lint.quick_cli import CHOICE, COUNT, FLAG, MANY, OPTIONS, PATH, SHORT, VALUE, read_lint_args
+from rlpatch.lint.quick_cli import CHOICE, COUNT, FLAG, MANY, OFF, OPTIONS, PATH, SHORT, VALUE, read_lint_args
 
 
 def _kind(param: click.Option) -> str:
@@ -48,6 +48,8 @@ def test_the_table_is_lint_cmds_options() -> None:
         choices = tuple(param.type.choices) if isinstance(param.type, click.Choice) else ()
         sensitive = param.type.case_sensitive if isinstance(param.type, click.Choice) else True
         declared[long] = (param.name, _kind(param), choices, sensitive)
+        for off in param.secondary_opts:  # a --x/--no-x pair: the second sets the field off
+            declared[off] = (param.name, OFF, (), True)
     assert declared == OPTIONS
     assert set(SHORT.values()) <= set(OPTIONS)
 
@@ -67,6 +69,9 @@ def _click_command(args: list[str], monkeypatch: pytest.MonkeyPatch) -> LintComm
 
 ACCEPTED = [
     [],
+    ["--fix", "a.sh"], ["--diff", "--unsafe-fixes", "a.sh"], ["--extend-select", "RL5", "--extend-select=RL6", "a.sh"],
+    ["--config", "x.toml", "--force-exclude", "a.sh"], ["--no-respect-gitignore", "."],
+    ["--no-respect-gitignore", "--respect-gitignore", "."],
     ["run.sh"],
     ["-", "a.sh", "dir"],
     ["--format", "json", "a.sh"],
@@ -108,6 +113,7 @@ LEFT_TO_CLICK = [
     ["-j", "0"], ["-j0"], ["--jobs", "01"], ["--jobs", "x"], ["-o=out.txt"], ["-oout.txt"],
     ["--format", "json", "--format", "full"], ["--select", "-x"], ["--mode", "TRAINING"],
     ["--verl-root", "a\0b"], ["--select", "--", "a.sh"],
+    ["--fix", "--diff", "a.sh"], ["--config", "x.toml", "--no-config", "a.sh"],  # the callback's usage errors
 ]
 
 
