@@ -9,6 +9,10 @@ TORCH_SPEC ?= torch==2.13.0
 # The mindstudio-probe release whose behaviour the msprobe differential test encodes.
 MSPROBE_SPEC ?= mindstudio-probe==26.2.0
 PYTEST_ARGS ?=
+# pytest-xdist workers for the test targets: one per core (`auto`); TEST_WORKERS=0 runs in this one process.
+TEST_WORKERS ?= auto
+# loadgroup: tests/conftest.py puts the tests that share an expensive fixture on one worker.
+XDIST = -n $(TEST_WORKERS) --dist loadgroup
 # Folders of real launch scripts for `make bench` (e.g. a verl checkout's examples and recipe): each is
 # passed to tests/bench_lint.py as --scripts; empty = generated scripts. BENCH_COLD_SCRIPT: the script of
 # its cold single-script runs (issue 29.4 measures verl's examples/grpo_trainer/run_qwen3_235b_a22b_megatron.sh);
@@ -22,7 +26,7 @@ DEMO_VLLM_ASCEND ?= 0.23.0
 DEMO_TRAIN = $(DEMO_DIR)/rehearsal/train/fsdp1-ws2/dump
 DEMO_INFER = $(DEMO_DIR)/rehearsal/inference/infer
 
-.PHONY: install test test-fast lint bench demo docs docs-pages clean
+.PHONY: install test test-slow test-all test-fast lint bench demo docs docs-pages clean
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,14 +37,21 @@ $(STAMP): setup.cfg pyproject.toml
 
 install: $(STAMP)
 
-# The whole suite, as CI runs it: unit tests, real upstream wheels (downloaded into a cache
-# outside the repo), and the runtime tests that run inserted code with torch and msprobe.
+# The default suite, on every core: unit tests, real upstream wheels (downloaded into a cache outside
+# the repo), and the runtime tests that run inserted code with torch and msprobe; all but the `slow` ones.
 test: $(STAMP)
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q $(XDIST) -m "not slow" $(PYTEST_ARGS)
+
+# The `slow` tests: the real-upstream rehearsals and the twin-model msprobe runs (minutes each).
+test-slow: $(STAMP)
+	$(PY) -m pytest -q $(XDIST) -m slow $(PYTEST_ARGS)
+
+# The whole suite, as CI (.ci/run) runs it.
+test-all: test test-slow
 
 # The quick loop: no downloads, no torch.
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -m "not upstream and not runtime" $(PYTEST_ARGS)
+	$(PY) -m pytest -q $(XDIST) -m "not upstream and not runtime" $(PYTEST_ARGS)
 
 # ruff on the sources and tests; mypy ([tool.mypy] in pyproject.toml) on the package as installed: a
 # throw-away tree $(TYPE_TREE)/rlpatch of symlinks to patcher/*, with rlpatch/rules -> rules/, so module

@@ -57,7 +57,10 @@ def local_cluster(node_env: Mapping[str, Mapping[str, str]], prefix: str = "rlr"
     names = list(node_env)
     started = None
     try:
-        started = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "env_vars": dict(node_env[names[0]])})
+        # No dashboard: nothing here uses it, and its fixed port (8265, no retries) is one that concurrent
+        # test processes (pytest-xdist workers) would contend for.
+        started = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False,
+                                                                "env_vars": dict(node_env[names[0]])})
         nodes = {names[0]: started.head_node}
         for name in names[1:]:
             nodes[name] = started.add_node(num_cpus=1, env_vars=dict(node_env[name]))

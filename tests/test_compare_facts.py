@@ -70,6 +70,7 @@ def _training_modules(name: str) -> set[str]:
 
 
 @pytest.mark.runtime
+@pytest.mark.slow
 @pytest.mark.parametrize("side", list(TRAINING))
 def test_level_mix_cannot_be_compared(dumps, tmp_path, side):
     result = _compare(dumps, tmp_path, side, level="mix")
@@ -79,6 +80,7 @@ def test_level_mix_cannot_be_compared(dumps, tmp_path, side):
 
 
 @pytest.mark.runtime
+@pytest.mark.slow
 @pytest.mark.parametrize("side", list(TRAINING))
 def test_level_l0_tensor_matches_every_module_with_a_counterpart(dumps, tmp_path, side):
     result = _compare(dumps, tmp_path, side)
@@ -92,6 +94,7 @@ def test_level_l0_tensor_matches_every_module_with_a_counterpart(dumps, tmp_path
 
 
 @pytest.mark.runtime
+@pytest.mark.slow
 def test_fsdp2_matches_only_through_rlpatch_mapping(dumps, tmp_path, monkeypatch):
     mapped = _compare(dumps, tmp_path / "mapped", "fsdp2")
     assert mapped.error is None and mapped.argv[mapped.argv.index("-tp") + 1].endswith("train_fsdp_names/dump.json")
@@ -103,6 +106,7 @@ def test_fsdp2_matches_only_through_rlpatch_mapping(dumps, tmp_path, monkeypatch
 
 
 @pytest.mark.runtime
+@pytest.mark.slow
 def test_fsdp1_wrapped_root_is_left_out(dumps, tmp_path, monkeypatch):
     monkeypatch.setattr(compare, "map_training_dump", lambda path, out: None)
     raw = _compare(dumps, tmp_path, "fsdp1")
@@ -113,6 +117,7 @@ def test_fsdp1_wrapped_root_is_left_out(dumps, tmp_path, monkeypatch):
 
 
 @pytest.mark.runtime
+@pytest.mark.slow
 def test_statistics_cannot_compare_fsdp_joined_projections(dumps, tmp_path):
     fsdp = _compare(dumps, tmp_path / "fsdp", "fsdp1", task="statistics")
     errors = [row for row in fsdp.rows if row.result == "error"]

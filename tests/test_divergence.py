@@ -20,7 +20,7 @@ import pytest
 from rlpatch.dumps.command import compare_argv
 from rlpatch.dumps.divergence import attribute_csv, culprits
 
-pytestmark = pytest.mark.runtime
+pytestmark = [pytest.mark.runtime, pytest.mark.slow]
 
 TWINS = Path(__file__).with_name("divergence_twins.py")
 sys.path.insert(0, str(TWINS.parent))

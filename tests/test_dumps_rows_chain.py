@@ -27,7 +27,7 @@ from rlpatch.dumps.api import CompareOptions, PairOptions, compare_dumps, pair_d
 from rlpatch.dumps.compare import compare_argv, read_compare_rows  # noqa: E402
 from rlpatch.dumps.mapping import map_training_dump  # noqa: E402
 
-pytestmark = [pytest.mark.runtime, pytest.mark.upstream]
+pytestmark = [pytest.mark.runtime, pytest.mark.upstream, pytest.mark.slow]
 
 LAST_LAYER = 1  # rehearsal.training.QWEN2_CONFIG's two layers
 BATCH_CULPRIT = f"model.layers.{LAST_LAYER}.post_attention_layernorm"

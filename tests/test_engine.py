@@ -268,8 +268,10 @@ def test_partial_within_a_file_is_reported(tree):
 def test_sigkill_during_apply_leaves_whole_files_and_revert_recovers(tree):
     pristine = snapshot(tree)
     originals = {rel: (tree / rel).read_bytes() for rel in (FSDP, MEGATRON)}
+    # The pause follows every write, the undo copy made before FSDP's file too: this test waits one pause
+    # for FSDP's write, then has one pause to kill before the Megatron file's (5 s: ample, polled at 50 ms).
     process = subprocess.Popen(
-        paused_cli(30, "apply", "--verl-root", str(tree)),
+        paused_cli(5, "apply", "--verl-root", str(tree)),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

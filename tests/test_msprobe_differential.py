@@ -22,7 +22,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from msprobe_cases import write_cases  # noqa: E402 - a sibling helper module of the tests
 
-pytestmark = pytest.mark.runtime
+pytestmark = [pytest.mark.runtime, pytest.mark.slow]
 if importlib.util.find_spec("torch") is None or importlib.util.find_spec("msprobe") is None:
     pytest.skip("torch and mindstudio-probe are needed for the differential test", allow_module_level=True)
 

@@ -24,7 +24,7 @@ from rehearsal_support import VLLM_SUFFIX, InferenceSide, inference_side
 for _module in REHEARSAL_MODULES:
     pytest.importorskip(_module)
 
-pytestmark = [pytest.mark.runtime, pytest.mark.upstream]
+pytestmark = [pytest.mark.runtime, pytest.mark.upstream, pytest.mark.slow]
 CHAINS = ["fsdp2-ws1-steps", "fsdp1-ws2"]
 
 

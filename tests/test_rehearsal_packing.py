@@ -33,7 +33,7 @@ for _module in REHEARSAL_MODULES:
 
 from rehearsal.training import QWEN2_CONFIG  # noqa: E402
 
-pytestmark = [pytest.mark.runtime, pytest.mark.upstream]
+pytestmark = [pytest.mark.runtime, pytest.mark.upstream, pytest.mark.slow]
 
 LAST_LAYER = QWEN2_CONFIG["num_hidden_layers"] - 1
 BATCH_CULPRIT = f"Module.model.layers.{LAST_LAYER}.post_attention_layernorm.RMSNorm.forward.0.output.0"

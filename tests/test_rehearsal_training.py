@@ -28,7 +28,7 @@ for _module in REHEARSAL_MODULES:
 
 from rehearsal.training import QWEN2_CONFIG, Scenario, TrainingSide  # noqa: E402
 
-pytestmark = pytest.mark.runtime
+pytestmark = [pytest.mark.runtime, pytest.mark.slow]
 
 RECORD_KEYS = {"source", "phase", "timestamp", "pid", "rank", "step", "request_ids", "num_requests", "layout", "rows"}
 FIRST_MODULE = "model.embed_tokens.Embedding.forward.0"
