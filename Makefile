@@ -11,8 +11,9 @@ MSPROBE_SPEC ?= mindstudio-probe==26.2.0
 PYTEST_ARGS ?=
 # pytest-xdist workers for the test targets: one per core (`auto`); TEST_WORKERS=0 runs in this one process.
 TEST_WORKERS ?= auto
-# loadgroup: tests/conftest.py puts the tests that share an expensive fixture on one worker.
-XDIST = -n $(TEST_WORKERS) --dist loadgroup
+# loadfile: a test file's tests run on one worker, so its module-scoped fixtures are built once.
+# (xdist's loadgroup would group finer, but its groups are lost under pytest 9: it rewrites item._nodeid.)
+XDIST = -n $(TEST_WORKERS) --dist loadfile
 # Folders of real launch scripts for `make bench` (e.g. a verl checkout's examples and recipe): each is
 # passed to tests/bench_lint.py as --scripts; empty = generated scripts. BENCH_COLD_SCRIPT: the script of
 # its cold single-script runs (issue 29.4 measures verl's examples/grpo_trainer/run_qwen3_235b_a22b_megatron.sh);
@@ -44,7 +45,7 @@ test: $(STAMP)
 
 # The `slow` tests: the real-upstream rehearsals and the twin-model msprobe runs (minutes each).
 test-slow: $(STAMP)
-	$(PY) -m pytest -q $(XDIST) -m slow $(PYTEST_ARGS)
+	$(PY) -m pytest -q -m slow $(PYTEST_ARGS)
 
 # The whole suite, as CI (.ci/run) runs it.
 test-all: test test-slow

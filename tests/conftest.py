@@ -40,45 +40,9 @@ SGLANG_NATIVE_VERSIONS = ["0.5.11", "0.5.23"]
 VLLM_ASCEND_STOP_SITES = {"0.13.0": 4, "0.18.0": 3, "0.23.0": 4}
 
 
-# --- parallel runs (pytest-xdist; `make test` runs `-n auto --dist loadgroup`) ---------------------------------
-
-
-def pytest_itemcollected(item: pytest.Item) -> None:
-    """Keep the tests that share an expensive fixture on one xdist worker: each worker builds its own
-    module- and session-scoped fixtures, so a module split over two workers would build its dumps or
-    cluster twice. (Marked as each test is collected, before any `pytest_collection_modifyitems`, where
-    xdist reads the marks. Known gap: xdist 3.8 applies a group by rewriting `item._nodeid`, which
-    pytest 9 no longer reads, so with pytest 9.2 `loadgroup` runs as plain `load` and a fixture may be
-    built on both workers; the suite passes either way.)"""
-    group = shared_fixture_group(item)
-    if group is not None:
-        item.add_marker(pytest.mark.xdist_group(group))
-
-
-def shared_fixture_group(item: pytest.Item) -> str | None:
-    """"session" when the test uses a session-scoped fixture of tests/ (the rehearsals'); its module's
-    id when it uses a module-scoped one defined in tests/, with that fixture's parameter if it has one
-    (each parameter is its own build: the versions of a parametrized fixture may go to different
-    workers); else None (any worker, test by test)."""
-    info = getattr(item, "_fixtureinfo", None)
-    if info is None:
-        return None
-    params = getattr(getattr(item, "callspec", None), "params", {})
-    session, module = False, []
-    for name in item.fixturenames:
-        definitions = info.name2fixturedefs.get(name)
-        # baseid "" is a plugin's fixture (tmp_path_factory ...): cheap, or not ours to share.
-        if not definitions or not definitions[-1].baseid:
-            continue
-        if definitions[-1].scope == "session":
-            session = True
-        elif definitions[-1].scope == "module":
-            module.append(f"[{params[name]}]" if name in params else "")
-    if session:
-        return "session"
-    if module:
-        return item.nodeid.split("::", 1)[0] + "".join(sorted(set(module)))
-    return None
+# --- parallel runs: `make test` runs `-n auto --dist loadfile`: a file's tests stay on one worker, so a
+# module-scoped fixture (dumps, a cluster) is built once; `make test-slow` runs in one process, so the
+# rehearsals' session fixtures are built once.
 
 
 @dataclass
