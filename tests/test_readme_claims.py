@@ -12,7 +12,10 @@ import pytest
 
 from rlpatch.cli import cli
 
-README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+ROOT = Path(__file__).resolve().parent.parent
+# The README and the manual (docs/*.md, the rule pages aside: generated from the rules).
+README = "\n".join(path.read_text(encoding="utf-8") for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))])
+REFERENCE = (ROOT / "docs" / "reference.md").read_text(encoding="utf-8")
 
 
 def test_doctor_is_not_said_to_use_rlpatchs_own_msprobe() -> None:
@@ -48,7 +51,7 @@ COMMANDS = _commands()
 
 
 def _reference_rows() -> list[tuple[list[str], set[str]]]:
-    section = README.split("## Command-line reference", 1)[1].split("\n## ", 1)[0]
+    section = REFERENCE
     rows = []
     for line in section.splitlines():
         cells = [cell.strip() for cell in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
