@@ -27,13 +27,20 @@ DEMO_VLLM_ASCEND ?= 0.23.0
 DEMO_TRAIN = $(DEMO_DIR)/rehearsal/train/fsdp1-ws2/dump
 DEMO_INFER = $(DEMO_DIR)/rehearsal/inference/infer
 
+# pyproject.toml's [dependency-groups]: what rlpatch's development needs, never what a user installs.
+DEV_GROUPS := test lint bench rehearsal docs
+# `make docs` in its own light venv: rlpatch and mkdocs, no torch, no Ray, no msprobe.
+DOCS_VENV ?= .venv-docs
+DOCS_STAMP := $(DOCS_VENV)/.installed
+
 .PHONY: install test test-slow test-all test-fast lint bench demo docs docs-pages clean
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TORCH_SPEC)"
-	$(PY) -m pip install -q -e '.[test,lint,msprobe,report,bench,ray,rehearsal,docs]' "$(MSPROBE_SPEC)" "$(TORCH_SPEC)"
+	$(PY) -m pip install -q -e '.[msprobe,report,ray]' $(foreach group,$(DEV_GROUPS),--group $(group)) \
+	    "$(MSPROBE_SPEC)" "$(TORCH_SPEC)"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -70,9 +77,15 @@ lint: $(STAMP)
 
 # The docs site: the committed rule pages must be what the rules say now (else run `make docs-pages`),
 # then mkdocs builds docs/ into build/site with every warning an error.
-docs: $(STAMP)
-	$(PY) -m rlpatch.lint.docs_site --check docs
-	$(VENV)/bin/mkdocs build --strict --quiet
+$(DOCS_STAMP): setup.cfg pyproject.toml
+	$(PYTHON) -m venv $(DOCS_VENV)
+	$(DOCS_VENV)/bin/python -m pip install -q --upgrade pip
+	$(DOCS_VENV)/bin/python -m pip install -q -e . --group docs
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	$(DOCS_VENV)/bin/python -m rlpatch.lint.docs_site --check docs
+	$(DOCS_VENV)/bin/mkdocs build --strict --quiet
 
 # Regenerate what is written from the rule modules: docs/rules/*.md (after changing a rule's docstring
 # or cases) and rules/_lint_modes.py (after adding a lint rule or changing its modes).
@@ -117,4 +130,4 @@ demo: $(STAMP)
 	@echo "== rlpatch dumps compare (the real msprobe compare on every pair)" && $(RLPATCH) dumps compare --train "$(DEMO_TRAIN)" --infer "$(DEMO_INFER)" -o "$(DEMO_DIR)/compare" --report "$(DEMO_DIR)/report.html"
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) $(DOCS_VENV) build *.egg-info .pytest_cache
