@@ -59,9 +59,10 @@ def lint_case(rule_cls: type[LintRule], case: Case, directory: str | None = None
 def fixed_case(rule_cls: type[LintRule], case: Case) -> str:
     """The case's script with every fix of this rule's findings applied (unsafe ones too)."""
     from rlpatch.lint.fixes import apply_fixes
+    from rlpatch.shell.api import SourceFile
 
     fixes = [f.fix for f in lint_case(rule_cls, case) if f.fix is not None and f.span.file.endswith("run.sh")]
-    return apply_fixes(case.script, fixes)[0]
+    return apply_fixes(SourceFile("run.sh", case.script), fixes)[0]
 
 
 def case_lint_options(case: Case) -> LintOptions:

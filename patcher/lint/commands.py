@@ -223,7 +223,9 @@ def _lint_groups(command: LintCommand, files: tuple[str, ...]) -> tuple[list[Fil
     tasks: list[LintTask] = []
     fail = FAIL_ON[command.fail_on.upper()] if command.fail_on else None
     zero = command.exit_zero
+    table_of: dict[str, dict[str, Any]] = {}  # each file's table, for what is applied to its findings after the lint
     for table, paths in _groups(files, command.no_config, command.config_file):
+        table_of.update((path, table) for path in paths)
         options = options_for(command.script, table)
         rules = select_rules(*_selection(command, table))
         for codes in (table.get("per_file_ignores") or {}).values():
@@ -236,14 +238,14 @@ def _lint_groups(command: LintCommand, files: tuple[str, ...]) -> tuple[list[Fil
         from rlpatch.lint.scope import skip_non_verl
 
         results = skip_non_verl(results, stdin)
-    results = _per_file_ignores(results, command)
+    results = _per_file_ignores(results, table_of)
     if stdin_error:
         results.append(FileResult("-", error=stdin_error))
     if command.severity:
         results = keep_severity(results, command.severity.lower())
     elif command.output_format == "sarif":  # code scanning: each info would become an alert
         for result in results:
-            lowest = _table_for(result.path, command.no_config, command.config_file)[1].get("sarif_severity")
+            lowest = table_of.get(result.path, {}).get("sarif_severity")
             if lowest:
                 keep_severity([result], str(lowest).lower())
     return results, fail or "error", zero
@@ -294,14 +296,12 @@ def _selection(command: LintCommand, table: dict[str, Any]) -> tuple[list[str] |
     return select, (split_list(table.get("ignore")) or []) + cli_ignore
 
 
-def _per_file_ignores(results: list[FileResult], command: LintCommand) -> list[FileResult]:
+def _per_file_ignores(results: list[FileResult], table_of: dict[str, dict[str, Any]]) -> list[FileResult]:
     """The findings `per-file-ignores` of each file's table drops (codes or prefixes, as --ignore)."""
-    if command.no_config:
-        return results
     from rlpatch.lint.file_selection import ignored_codes
 
     for result in results:
-        table = _table_for(result.path, command.no_config, command.config_file)[1]
+        table = table_of.get(result.path, {})
         per_file = table.get("per_file_ignores")
         if not per_file or result.error:
             continue

@@ -276,10 +276,8 @@ def docs_url(code: str, base: str | None = None) -> str | None:
     else `docs-url` in `[tool.rlpatch]`, given as `base`): `{base}/rules/CODE.html`. None otherwise:
     rlpatch has no published site, and a path inside its repository means nothing to a user who
     installed the package."""
-    base = os.environ.get(DOCS_URL_ENV) or base
-    if base:
-        return f"{base.rstrip('/')}/{PAGES_FOLDER}/{code}.html"
-    return None
+    home = docs_home(base)
+    return f"{home}{PAGES_FOLDER}/{code}.html" if home else None
 
 
 def docs_home(base: str | None = None) -> str | None:

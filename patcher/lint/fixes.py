@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 from rlpatch.errors import InputError
 from rlpatch.lint.rule import Edit, Finding, Fix
+from rlpatch.shell.api import SourceFile
 
 
 class FixedFile(NamedTuple):
@@ -43,22 +44,21 @@ def fixed_files(findings: Iterable[Finding], unsafe: bool) -> list[FixedFile]:
                 by_file.setdefault(files.pop(), []).append(finding.fix)
     out = []
     for path, fixes in by_file.items():
-        before = _read(path)
-        bom = "\ufeff" if before.startswith("\ufeff") else ""  # spans count from after it, as the linter read it
-        after, applied = apply_fixes(before[len(bom):], fixes)
+        source, bom = _read(path)
+        after, applied = apply_fixes(source, fixes)
         if applied:
-            out.append(FixedFile(path, before, bom + after, applied))
+            out.append(FixedFile(path, bom + source.text, bom + after, applied))
     return out
 
 
-def apply_fixes(text: str, fixes: list[Fix]) -> tuple[str, int]:
-    """`text` with the fixes that apply (their edits match the text and overlap no earlier fix)."""
-    starts = _line_starts(text)
+def apply_fixes(source: SourceFile, fixes: list[Fix]) -> tuple[str, int]:
+    """The source's text with the fixes that apply (their edits match the text and overlap no earlier fix)."""
+    text = source.text
     taken: list[tuple[int, int]] = []
     chosen: list[tuple[int, int, str]] = []
     applied = 0
     for fix in fixes:
-        ranges = [_range(edit, starts, text) for edit in fix.edits]
+        ranges = [_range(edit, source) for edit in fix.edits]
         if any(r is None for r in ranges):
             continue
         located = [(r[0], r[1], edit.replacement) for r, edit in zip(ranges, fix.edits, strict=True) if r is not None]
@@ -90,26 +90,19 @@ def write_fixed(fixed: FixedFile) -> None:
         raise InputError(f"{fixed.path}: cannot write the fixes ({err.strerror or err})") from None
 
 
-def _read(path: str) -> str:
+def _read(path: str) -> tuple[SourceFile, str]:
+    """The script as the linter read it (spans count from after a byte-order mark), and that mark."""
     from rlpatch.shell.api import MAX_SCRIPT_BYTES, read_regular
 
-    return read_regular(path, MAX_SCRIPT_BYTES, "a launch script").decode("utf-8")
+    data = read_regular(path, MAX_SCRIPT_BYTES, "a launch script")
+    return SourceFile.from_bytes(path, data), "\ufeff" if data.startswith(b"\xef\xbb\xbf") else ""
 
 
-def _line_starts(text: str) -> list[int]:
-    starts = [0]
-    starts += [index + 1 for index, char in enumerate(text) if char == "\n"]
-    return starts
-
-
-def _range(edit: Edit, starts: list[int], text: str) -> tuple[int, int] | None:
+def _range(edit: Edit, source: SourceFile) -> tuple[int, int] | None:
     """The character range of an edit, if the text there is still what the edit replaces."""
     span = edit.span
-    if not (1 <= span.line <= len(starts) and 1 <= span.end_line <= len(starts)):
-        return None
-    start = starts[span.line - 1] + span.column - 1
-    end = starts[span.end_line - 1] + span.end_column - 1
-    if not 0 <= start <= end <= len(text) or text[start:end] != edit.original:
+    start, end = source.offset(span.line, span.column), source.offset(span.end_line, span.end_column)
+    if start is None or end is None or end < start or source.text[start:end] != edit.original:
         return None
     return start, end
 

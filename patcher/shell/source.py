@@ -187,6 +187,14 @@ class SourceFile:
         line = bisect.bisect_right(self._line_starts, offset) - 1
         return line + 1, offset - self._line_starts[line] + 1
 
+    def offset(self, line: int, column: int) -> int | None:
+        """The character offset of a 1-based line and character column (`line_col`'s inverse); None
+        outside the text."""
+        if not 1 <= line <= len(self._line_starts) or column < 1:
+            return None
+        offset = self._line_starts[line - 1] + column - 1
+        return offset if offset <= len(self.text) else None
+
     def span(self, start: int, end: int) -> Span:
         # Hot (one call per word piece): an int key hashes faster than a tuple, and an end on the
         # start's line (almost always) needs no second search.
