@@ -32,7 +32,7 @@ from rlpatch.lint.rule import Case, LintContext, LintRule
 
 _ROOT = testing.case_root("verl_sync_trainer")  # a verl 0.8.0 look-alike with main_ppo and main_ppo_sync
 _SYNC = "python3 -m verl.trainer.main_ppo_sync trainer.nnodes=1\n"
-_RELEASE_091 = {"verl_version": "0.9.1", "extra": {"verl_version_given": "0.9.1"}}
+_RELEASE_091 = {"verl_version": "0.9.1", "verl_version_given": "0.9.1"}
 
 
 class EntryModuleMissing(LintRule):
@@ -54,7 +54,7 @@ class EntryModuleMissing(LintRule):
     ]
 
     def check(self, ctx: LintContext) -> None:
-        if not (ctx.options.verl_root or ctx.options.extra.get("verl_version_given")):
+        if not (ctx.options.verl_root or ctx.options.verl_version_given):
             return  # the assumed newest release is not the user's verl
         entry = ctx.run.entry_check()
         if entry.exists is False:

@@ -42,12 +42,12 @@ class SglangTooOldForDumpConfig(LintRule):
     summary = "SGLang < 0.5.11 with msprobe_dump_config (or >= 0.5.11 with MSPROBE_SGLANG_CONFIG)"
 
     VALID = (
-        Case(_RUN0, options={"extra": {"sglang_root": _SGLANG_0_5_11_MSPROBE_26_2}}),
-        Case(_ENV_RUN, options={"extra": {"sglang_root": _SGLANG_0_5_10}}, note="the patch route, on an old SGLang"),
+        Case(_RUN0, options={"sglang_root": _SGLANG_0_5_11_MSPROBE_26_2}),
+        Case(_ENV_RUN, options={"sglang_root": _SGLANG_0_5_10}, note="the patch route, on an old SGLang"),
     )
     INVALID = (
-        Case(_RUN0, options={"extra": {"sglang_root": _SGLANG_0_5_10}}, expect=[(2, 5)]),
-        Case(_ENV_RUN, options={"extra": {"sglang_root": _SGLANG_0_5_11_MSPROBE_26_2}}, expect=[(1, 30)]),
+        Case(_RUN0, options={"sglang_root": _SGLANG_0_5_10}, expect=[(2, 5)]),
+        Case(_ENV_RUN, options={"sglang_root": _SGLANG_0_5_11_MSPROBE_26_2}, expect=[(1, 30)]),
     )
 
     def check(self, ctx: LintContext) -> None:

@@ -36,10 +36,10 @@ class SglangNeedsMsprobe26(LintRule):
     summary = "SGLang >= 0.5.11 with mindstudio-probe < 26.0"
 
     VALID = (
-        Case(_RUN0, options={"extra": {"sglang_root": _SGLANG_0_5_11_MSPROBE_26_2}}),
+        Case(_RUN0, options={"sglang_root": _SGLANG_0_5_11_MSPROBE_26_2}),
     )
     INVALID = (
-        Case(_RUN0, options={"extra": {"sglang_root": _SGLANG_0_5_11_MSPROBE_8_3}}, expect=[(2, 5)]),
+        Case(_RUN0, options={"sglang_root": _SGLANG_0_5_11_MSPROBE_8_3}, expect=[(2, 5)]),
     )
 
     def check(self, ctx: LintContext) -> None:

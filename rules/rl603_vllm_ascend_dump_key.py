@@ -42,12 +42,12 @@ class VllmAscendDumpKey(LintRule):
     summary = "vLLM-Ascend version and dump key do not match"
 
     VALID = (
-        Case(_RUN0, options={"extra": {"vllm_ascend_root": _VLLM_ASCEND_0_13_0}}),
-        Case(_RUN1, options={"extra": {"vllm_ascend_root": _VLLM_ASCEND_0_12_0}}),
+        Case(_RUN0, options={"vllm_ascend_root": _VLLM_ASCEND_0_13_0}),
+        Case(_RUN1, options={"vllm_ascend_root": _VLLM_ASCEND_0_12_0}),
     )
     INVALID = (
-        Case(_RUN0, options={"extra": {"vllm_ascend_root": _VLLM_ASCEND_0_12_0}}, expect=[(2, 5)]),
-        Case(_RUN0, options={"extra": {"vllm_ascend_root": _VLLM_ASCEND_0_11_0}}, expect=[(2, 5)]),
+        Case(_RUN0, options={"vllm_ascend_root": _VLLM_ASCEND_0_12_0}, expect=[(2, 5)]),
+        Case(_RUN0, options={"vllm_ascend_root": _VLLM_ASCEND_0_11_0}, expect=[(2, 5)]),
     )
 
     def check(self, ctx: LintContext) -> None:

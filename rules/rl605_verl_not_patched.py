@@ -59,13 +59,13 @@ class VerlNotPatched(LintRule):
     VALID = (
         Case(_RUN0, options={"verl_root": testing.case_root("verl_engine")}),
         Case(_RUN0.replace("vllm", "sglang").replace("sglang.additional_config.dump_config_path", "sglang.msprobe_dump_config"),
-             options={"extra": {"sglang_root": _UNPATCHED_SGLANG}}, note="the native key needs no patch (RL601 checks the version)"),
+             options={"sglang_root": _UNPATCHED_SGLANG}, note="the native key needs no patch (RL601 checks the version)"),
     )
     INVALID = (
-        Case(_SGLANG_RUN, options={"extra": {"sglang_root": _UNPATCHED_SGLANG}}, expect=[(1, 30)]),
-        Case(_RUN1, options={"verl_root": _UNPATCHED_VERL, "extra": {"vllm_ascend_root": _UNPATCHED_VLLM_ASCEND}},
+        Case(_SGLANG_RUN, options={"sglang_root": _UNPATCHED_SGLANG}, expect=[(1, 30)]),
+        Case(_RUN1, options={"verl_root": _UNPATCHED_VERL, "vllm_ascend_root": _UNPATCHED_VLLM_ASCEND},
              expect=[(2, 12), (3, 86)], note="neither the verl engine patch nor the vLLM-Ascend dispatch logger"),
-        Case(_RUN1, options={"verl_root": _UNPATCHED_VERL, "extra": {"python": "/nonexistent/python3"}},
+        Case(_RUN1, options={"verl_root": _UNPATCHED_VERL, "python": "/nonexistent/python3"},
              expect=[(2, 12), (3, 86)], note="no vLLM-Ascend tree known: a warning that names --vllm-ascend-root"),
     )
 
@@ -89,7 +89,7 @@ class VerlNotPatched(LintRule):
             return
         missing = [r for r in reports if r["id"] == versions_family.SGLANG_PATCH_RULE and r["state"] != "applied"]
         if missing:
-            root = ctx.options.extra.get("sglang_root") or "ROOT"
+            root = ctx.options.sglang_root or "ROOT"
             ctx.report(f"{var.name} is read only by rlpatch's SGLang ModelRunner patch (SGLang < 0.5.11), which is "
                        f"{missing[0]['state']} in the target SGLang ({missing[0]['message']}): the rollout dumps "
                        f"nothing; run rlpatch apply --mode inference --sglang-root {root}", at=var.span)
@@ -124,9 +124,9 @@ class VerlNotPatched(LintRule):
             versions_family.dump_setting(ctx.run, versions_family.VLLM_DUMP_CONFIG)
         at = setting.span if setting else ctx.run.entry_span
         reports, error = versions_family.verify_vllm_ascend_states(ctx)
-        root = options.extra.get("vllm_ascend_root")
+        root = options.vllm_ascend_root
         if error and not root:
-            python = options.extra.get("python") or "this interpreter"
+            python = options.python or "this interpreter"
             ctx.report("consistency run with a vLLM rollout, but no vLLM-Ascend tree to check for rlpatch's "
                        f"{versions_family.VLLM_ASCEND_PATCH_RULE}, which logs the request ids that pair the two sides "
                        f"(none given, none found for {python}): give --vllm-ascend-root ROOT", at=at, severity="warning")

@@ -58,11 +58,11 @@ class ScheduledTokensNeedsMsprobe262(LintRule):
     summary = "vLLM-Ascend passes scheduled_tokens to msprobe's start(): mindstudio-probe >= 26.2.0"
 
     VALID = (
-        Case(_RUN, options={"extra": {"vllm_ascend_root": _MAIN_26_2}}),
-        Case(_RUN, options={"extra": {"vllm_ascend_root": _RELEASE}}, note="a release runner passes no such argument"),
+        Case(_RUN, options={"vllm_ascend_root": _MAIN_26_2}),
+        Case(_RUN, options={"vllm_ascend_root": _RELEASE}, note="a release runner passes no such argument"),
     )
     INVALID = (
-        Case(_RUN, options={"extra": {"vllm_ascend_root": _MAIN_26_1}}, expect=[(2, 5)]),
+        Case(_RUN, options={"vllm_ascend_root": _MAIN_26_1}, expect=[(2, 5)]),
     )
 
     def check(self, ctx: LintContext) -> None:

@@ -163,3 +163,19 @@ def test_non_ascii_that_crashed_tree_sitter_bash(tmp_path: Path) -> None:
                           timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[('RL003', 3, 3)]"
+
+
+def test_lint_options_are_typed_and_frozen() -> None:
+    """Every option is a typed field (no bag of extras); once built, a changed copy is made, never an edit."""
+    import pickle
+
+    from rlpatch.lint.rule import LintOptions
+
+    options = LintOptions(python="/venv/bin/python", sglang_root="/trees/sglang")
+    with pytest.raises(AttributeError, match="frozen"):
+        options.python = "/other/python"  # type: ignore[misc]
+    changed = options.replace(verl_root="/trees/verl")
+    assert (changed.verl_root, changed.python, options.verl_root) == ("/trees/verl", "/venv/bin/python", None)
+    assert changed.target_facts is not options.target_facts  # a new invocation's facts
+    assert pickle.loads(pickle.dumps(options)).sglang_root == "/trees/sglang"
+    assert not hasattr(options, "extra")

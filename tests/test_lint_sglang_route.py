@@ -21,7 +21,7 @@ def _codes(tmp_path: Path, sglang_root: Path) -> list[str]:
     script = tmp_path / "run.sh"
     script.write_text(SCRIPT, encoding="utf-8")
     (tmp_path / "sg.json").write_text('{"task": "statistics", "dump_path": "/d/i", "level": "mix"}', encoding="utf-8")
-    options = LintOptions(extra={"sglang_root": str(sglang_root)})
+    options = LintOptions(sglang_root=str(sglang_root))
     result = lint_path(str(script), options, select_rules(["RL1", "RL5", "RL6"], None))
     assert result.error is None
     return [f.code for f in result.findings]

@@ -76,17 +76,17 @@ def consistency_script(tmp_path) -> Path:
 def test_rl605_checks_the_vllm_ascend_tree(consistency_script, fixture_tree):
     verl, vllm_ascend = fixture_tree("verl_engine"), fixture_tree("vllm_ascend_runner")
     assert run_cli("apply", "--mode", "consistency", "--verl-root", str(verl)).exit_code == 0
-    found = rl605(consistency_script, verl_root=str(verl), extra={"vllm_ascend_root": str(vllm_ascend)})
+    found = rl605(consistency_script, verl_root=str(verl), vllm_ascend_root=str(vllm_ascend))
     assert [(code, severity) for code, severity, _ in found] == [("RL605", "error")], found
     assert "vllm-ascend-dispatch-logger is absent" in found[0][2] and str(vllm_ascend) in found[0][2]
     assert run_cli("apply", "--mode", "consistency", "--vllm-ascend-root", str(vllm_ascend)).exit_code == 0
-    assert rl605(consistency_script, verl_root=str(verl), extra={"vllm_ascend_root": str(vllm_ascend)}) == []
+    assert rl605(consistency_script, verl_root=str(verl), vllm_ascend_root=str(vllm_ascend)) == []
 
 
 def test_rl605_says_when_no_vllm_ascend_tree_is_known(consistency_script, fixture_tree):
     verl = fixture_tree("verl_engine")
     assert run_cli("apply", "--mode", "consistency", "--verl-root", str(verl)).exit_code == 0
-    found = rl605(consistency_script, verl_root=str(verl), extra={"python": "/nonexistent/python3"})
+    found = rl605(consistency_script, verl_root=str(verl), python="/nonexistent/python3")
     assert [(code, severity) for code, severity, _ in found] == [("RL605", "warning")], found
     assert "--vllm-ascend-root" in found[0][2]
 
@@ -121,7 +121,7 @@ def test_real_vllm_ascend_0230_unpatched_then_patched(tmp_path, consistency_scri
     verl = fresh_copy("verl", "0.9.1", tmp_path / "verl091")
     vllm_ascend = fresh_copy("vllm-ascend", "0.23.0", tmp_path / "va023", platform=LINUX_X86_64, python_version="3.11")
     assert run_cli("apply", "--mode", "consistency", "--verl-root", str(verl)).exit_code == 0
-    options = {"verl_root": str(verl), "extra": {"vllm_ascend_root": str(vllm_ascend)}}
+    options = {"verl_root": str(verl), "vllm_ascend_root": str(vllm_ascend)}
     found = rl605(consistency_script, **options)
     assert [(code, severity) for code, severity, _ in found] == [("RL605", "error")], found
     assert run_cli("verify", "--mode", "consistency", "--verl-root", str(verl), "--vllm-ascend-root",

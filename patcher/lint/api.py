@@ -87,8 +87,8 @@ def _config_source(options: LintOptions, config_name: str | None, config_path: s
                    entry: str | None):
     from rlpatch.lint.hydra_schema import DEFAULT_ENTRY, locate_config
 
-    return locate_config(verl_root=options.verl_root, python=options.extra.get("python"),
-                         verl_version=options.extra.get("verl_version_given"), config_path=config_path,
+    return locate_config(verl_root=options.verl_root, python=options.python,
+                         verl_version=options.verl_version_given, config_path=config_path,
                          config_name=config_name, base_dir=base_dir, entry=entry or DEFAULT_ENTRY)
 
 

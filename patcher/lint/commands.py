@@ -362,9 +362,9 @@ def _settings_block(command: LintCommand, table: dict[str, Any], paths: list[str
                                                      or table.get("verl_version") else " (newest release)")),
         ("verl root", options.verl_root or "(none)"),
         ("hydra config (RL3xx)", _schema_verl(options)),
-        ("python", options.extra.get("python") or "(none)"),
-        ("sglang root", options.extra.get("sglang_root") or "(none)"),
-        ("vllm-ascend root", options.extra.get("vllm_ascend_root") or "(none)"),
+        ("python", options.python or "(none)"),
+        ("sglang root", options.sglang_root or "(none)"),
+        ("vllm-ascend root", options.vllm_ascend_root or "(none)"),
         ("config root", options.config_root or "(none)"),
         ("allow-level", ",".join(sorted(options.allow_level)) or "(none)"),
         ("env", (" ".join(f"{key}={value}" for key, value in sorted(options.env.items())) or "(none)")
@@ -400,8 +400,8 @@ def run_detect(command: DetectCommand) -> DetectOutcome:
     failed = False
     for table, paths in _groups(command.files, command.no_config):
         options = options_for(command.script, table)
-        if options.extra.get("python") and not options.verl_root and not command.script.verl_version:
-            _version_of_python(options)
+        if options.python and not options.verl_root and not command.script.verl_version:
+            options = _version_of_python(options)
         for path in paths:
             found = describe_file(path, options, stdin)
             if found is None:
@@ -423,14 +423,14 @@ def detect_report(command: DetectCommand, described: list[dict[str, Any]]) -> st
     return "".join(render_text(obj) + "\n" for obj in described)
 
 
-def _version_of_python(options: LintOptions) -> None:
+def _version_of_python(options: LintOptions) -> LintOptions:
     """`detect --python`: the run is described for the verl that interpreter imports."""
     from rlpatch.lint.versions_family import installed
 
     found = installed(options, "verl")
     if found.version is None:
-        raise InputError(f"--python {options.extra['python']}: no verl installed for that interpreter")
-    options.verl_version = found.version
+        raise InputError(f"--python {options.python}: no verl installed for that interpreter")
+    return options.replace(verl_version=found.version)
 
 
 # ---- rlpatch rule ------------------------------------------------------------------------------------

@@ -56,8 +56,8 @@ def _compute(ctx: LintContext, verl_root: str | None) -> SchemaResult:
     return lint_overrides(
         records,
         verl_root=verl_root,
-        python=options.extra.get("python"),
-        verl_version=options.extra.get("verl_version_given"),
+        python=options.python,
+        verl_version=options.verl_version_given,
         config_path=run.config_dir,
         config_name=run.config_name,
         base_dir=os.path.dirname(os.path.abspath(run.file)),  # stdin ("-"): the working folder
@@ -67,7 +67,7 @@ def _compute(ctx: LintContext, verl_root: str | None) -> SchemaResult:
 
 def _target_named(options: LintOptions) -> bool:
     """A verl the user named: its problems (no hydra-core, no config dir) are the run's RL002 note."""
-    return bool(options.verl_root or options.extra.get("python") or options.extra.get("verl_version_given"))
+    return bool(options.verl_root or options.python or options.verl_version_given)
 
 
 # A value the script computes at run time (`trainer.nnodes=$SLURM_NNODES`) is unknown, but its key is

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 from rlpatch.errors import InputError
 from rlpatch.lint.rule import LintOptions
-from rlpatch.shell.api import MODES, env_assignments
+from rlpatch.shell.api import MODES, NEWEST_VERL, env_assignments
 from rlpatch.upstream.api import Version
 
 
@@ -98,20 +98,18 @@ def build_options(cli: dict[str, Any], config: dict[str, Any], extra: list[str])
     mode = pick("mode")
     if mode is not None and mode not in MODES:
         raise InputError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
-    targets = {name: pick(name) for name in ("python", "sglang_root", "vllm_ascend_root")}
-    targets["verl_default"] = cli.get("verl_default")
-    targets["verl_version_given"] = str(version) if version and cli.get("verl_version") else None
-    for name, option in (("sglang_version", "--sglang-version"), ("vllm_ascend_version", "--vllm-ascend-version")):
-        targets[name] = _version(cli.get(name), option)  # told by the caller (gen): no tree needed for it
-    if targets["verl_version_given"] and not verl_root:
+    verl_version_given = str(version) if version and cli.get("verl_version") else None
+    if verl_version_given and not verl_root:
         # Fetched before any file is read: a failed download is one error about the version, not N files
         # that "could not be linted".
         from rlpatch.upstream.api import unpacked_tree
 
-        unpacked_tree("verl", targets["verl_version_given"])
-    options = LintOptions(verl_root=verl_root, mode=mode, env=env, args=list(extra),
-                          allow_level=frozenset(split_list(pick("allow_level")) or ()), config_root=pick("config_root"),
-                          extra={name: value for name, value in targets.items() if value})
-    if version:
-        options.verl_version = version
-    return options
+        unpacked_tree("verl", verl_version_given)
+    return LintOptions(verl_version=version or NEWEST_VERL, verl_root=verl_root, mode=mode, env=env, args=list(extra),
+                       allow_level=frozenset(split_list(pick("allow_level")) or ()), config_root=pick("config_root"),
+                       python=pick("python") or None, sglang_root=pick("sglang_root") or None,
+                       vllm_ascend_root=pick("vllm_ascend_root") or None,
+                       # told by the caller (gen): no tree needed for them
+                       sglang_version=_version(cli.get("sglang_version"), "--sglang-version"),
+                       vllm_ascend_version=_version(cli.get("vllm_ascend_version"), "--vllm-ascend-version"),
+                       verl_version_given=verl_version_given, verl_default=cli.get("verl_default") or None)

@@ -196,29 +196,71 @@ def per_invocation(fact: Fact[FactValue], compute: Callable[[], FactValue], abou
 
 
 class LintOptions:
-    """What the user told `rlpatch lint` (CLI, then `[tool.rlpatch]`), visible to every rule."""
+    """What the user told `rlpatch lint` (CLI, then `[tool.rlpatch]`), visible to every rule: typed,
+    and frozen once built (`replace` makes a changed copy). A plain class with slots, not a dataclass,
+    for the cold start noted above."""
+
+    __slots__ = ("verl_version", "verl_root", "mode", "env", "args", "allow_level", "config_root", "python",
+                 "sglang_root", "vllm_ascend_root", "sglang_version", "vllm_ascend_version", "verl_version_given",
+                 "verl_default", "target_facts", "notes")
+    verl_version: Version  # the newest released verl unless told otherwise
+    verl_root: str | None
+    mode: str | None
+    env: dict[str, str]
+    args: list[str]
+    allow_level: frozenset[str]
+    config_root: str | None
+    python: str | None  # the target interpreter (`--python`), whose installed trees RL6xx and RL3xx ask
+    sglang_root: str | None
+    vllm_ascend_root: str | None
+    sglang_version: Version | None  # told by the caller (gen): no tree needed for it
+    vllm_ascend_version: Version | None
+    verl_version_given: str | None  # `--verl-version` as given (RL3xx then checks that release's config)
+    verl_default: str | None  # `--verl-default`: which verl RL3xx checks when none is named
+    target_facts: Facts
+    notes: dict[str, None]
 
     def __init__(self, verl_version: Version = NEWEST_VERL, verl_root: str | None = None, mode: str | None = None,
                  env: dict[str, str] | None = None, args: list[str] | None = None,
-                 allow_level: frozenset[str] = frozenset(), config_root: str | None = None,
-                 extra: dict[str, Any] | None = None) -> None:
-        self.verl_version = verl_version  # the newest released verl unless told otherwise
-        self.verl_root = verl_root
-        self.mode = mode
-        self.env: dict[str, str] = {} if env is None else env
-        self.args: list[str] = [] if args is None else args
-        self.allow_level = allow_level
-        self.config_root = config_root
-        self.extra: dict[str, Any] = {} if extra is None else extra  # room for later families' options
-        # Answers about the target environment, kept for one lint invocation (this options object):
-        # the trees may change between invocations, never during one.
-        self.target_facts = Facts()
-        # One-line notes about the whole invocation (which verl RL3xx checked against), printed once:
-        # an ordered set, filled by the rules and, from forked workers, by the engine.
-        self.notes: dict[str, None] = {}
+                 allow_level: frozenset[str] = frozenset(), config_root: str | None = None, *,
+                 python: str | None = None, sglang_root: str | None = None, vllm_ascend_root: str | None = None,
+                 sglang_version: Version | None = None, vllm_ascend_version: Version | None = None,
+                 verl_version_given: str | None = None, verl_default: str | None = None) -> None:
+        values = dict(verl_version=verl_version, verl_root=verl_root, mode=mode, env={} if env is None else env,
+                      args=[] if args is None else args, allow_level=allow_level, config_root=config_root,
+                      python=python, sglang_root=sglang_root, vllm_ascend_root=vllm_ascend_root,
+                      sglang_version=sglang_version, vllm_ascend_version=vllm_ascend_version,
+                      verl_version_given=verl_version_given, verl_default=verl_default,
+                      # Answers about the target environment, kept for one lint invocation (this options
+                      # object): the trees may change between invocations, never during one.
+                      target_facts=Facts(),
+                      # One-line notes about the whole invocation (which verl RL3xx checked against), printed
+                      # once: an ordered set, filled by the rules and, from forked workers, by the engine.
+                      notes={})
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"LintOptions is frozen: cannot set {name} (use replace)")
+
+    def replace(self, **changes: Any) -> LintOptions:
+        """A copy with `changes`, and its own invocation facts and notes."""
+        return LintOptions(**{**self._given(), **changes})
+
+    def _given(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__slots__ if name not in ("target_facts", "notes")}
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled (a spawned worker, a test) as what was given: slots would be restored through the
+        # frozen __setattr__.
+        return (_options_from, (self._given(),))
 
     def __repr__(self) -> str:
         return f"LintOptions(verl_version={self.verl_version}, verl_root={self.verl_root!r}, mode={self.mode!r})"
+
+
+def _options_from(given: dict[str, Any]) -> LintOptions:
+    return LintOptions(**given)
 
 
 class Skipped(NamedTuple):

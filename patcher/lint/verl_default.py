@@ -76,7 +76,7 @@ def policy_of(options: LintOptions) -> str:
     """"none" (the switch), "release" (a caller that knows the interpreter has no verl: doctor), or "auto"."""
     if os.environ.get(SWITCH, "").strip().lower() in ("none", "off", "0"):
         return "none"
-    return str(options.extra.get("verl_default") or "auto")
+    return str(options.verl_default or "auto")
 
 
 # ---------------------------------------------------------------------------- the script's interpreter
@@ -211,10 +211,10 @@ def describe(options: LintOptions) -> str:
     """The `--show-settings` line: which verl RL3xx would check against, and from where (no download)."""
     if options.verl_root:
         return f"--verl-root {options.verl_root}"
-    given = options.extra.get("verl_version_given")
+    given = options.verl_version_given
     if given:
         return f"verl {given}'s released config{_cached_at(given)}"
-    python = options.extra.get("python")
+    python = options.python
     if python:
         return f"the verl of --python {python}{_installed_at(python)}"
     policy = policy_of(options)

@@ -46,7 +46,7 @@ def _roots(options: LintOptions) -> dict[str, str | None]:
 
 
 def _root(options: LintOptions, project: str) -> str | None:
-    return options.verl_root if project == "verl" else options.extra.get(ROOT_OPTION[project])
+    return {"verl": options.verl_root, "sglang": options.sglang_root, "vllm-ascend": options.vllm_ascend_root}.get(project)
 
 
 def _find(options: LintOptions, project: str, roots: dict[str, str | None]) -> Installed:
@@ -62,24 +62,20 @@ def _find(options: LintOptions, project: str, roots: dict[str, str | None]) -> I
                 found = probe_root(project, neighbour_root)
                 if found.found:
                     return found
-    return probe(options.extra.get("python"), (project,))[project]
+    return probe(options.python, (project,))[project]
 
 
 def target_given(options: LintOptions) -> bool:
     """Did the user name the target environment (a root or --python)? Only then is an unknown
     version worth a note: without a target, RL6xx checks what it can find and stays quiet."""
-    return bool(options.verl_root or options.extra.get("python") or any(options.extra.get(ROOT_OPTION[p])
-                                                                         for p in ("sglang", "vllm-ascend")))
-
-
-GIVEN_VERSION = {"sglang": "sglang_version", "vllm-ascend": "vllm_ascend_version"}  # options.extra keys
+    return bool(options.verl_root or options.python or options.sglang_root or options.vllm_ascend_root)
 
 
 def known_version(options: LintOptions, project: str) -> Version | None:
     """The version the caller was told (gen's --sglang-version / --vllm-ascend-version), else the
     target tree's. A told version names no tree: `installed` (what RL605 verifies) ignores it."""
-    given = options.extra.get(GIVEN_VERSION.get(project, ""))
-    return given if isinstance(given, Version) else installed(options, project).version
+    given = {"sglang": options.sglang_version, "vllm-ascend": options.vllm_ascend_version}.get(project)
+    return given if given is not None else installed(options, project).version
 
 
 def version(ctx: LintContext, project: str, needed_for: Setting) -> Version | None:
@@ -113,16 +109,16 @@ def verify_states(ctx: LintContext, backend: str) -> tuple[list[dict[str, Any]],
 def verify_sglang_states(ctx: LintContext) -> tuple[list[dict[str, Any]], str | None]:
     """(rule reports, error) of `rlpatch verify --rules sglang-model-runner` for the target SGLang (the
     ModelRunner patch that reads MSPROBE_SGLANG_CONFIG)."""
-    root = ctx.options.extra.get("sglang_root")
-    where = {"sglang_root": os.path.realpath(root)} if root else {"python": ctx.options.extra.get("python")}
+    root = ctx.options.sglang_root
+    where = {"sglang_root": os.path.realpath(root)} if root else {"python": ctx.options.python}
     return _cached_verify(ctx.options, ("verify", "sglang"), "sglang", rule_ids=SGLANG_PATCH_RULE, **where)
 
 
 def verify_vllm_ascend_states(ctx: LintContext) -> tuple[list[dict[str, Any]], str | None]:
     """(rule reports, error) of `rlpatch verify --rules vllm-ascend-dispatch-logger` for the target
     vLLM-Ascend (`--vllm-ascend-root`, else the tree `--python` or this interpreter imports)."""
-    root = ctx.options.extra.get("vllm_ascend_root")
-    where = {"vllm_ascend_root": os.path.realpath(root)} if root else {"python": ctx.options.extra.get("python")}
+    root = ctx.options.vllm_ascend_root
+    where = {"vllm_ascend_root": os.path.realpath(root)} if root else {"python": ctx.options.python}
     return _cached_verify(ctx.options, ("verify", "vllm-ascend"), "vllm_ascend", rule_ids=VLLM_ASCEND_PATCH_RULE, **where)
 
 
@@ -133,7 +129,7 @@ def verify_trainers(ctx: LintContext, backend: str) -> tuple[list[dict[str, Any]
 
 
 def _verl_verify(options: LintOptions, backend: str) -> VerifyAnswer:
-    where = {"verl_root": os.path.realpath(options.verl_root)} if options.verl_root else {"python": options.extra.get("python")}
+    where = {"verl_root": os.path.realpath(options.verl_root)} if options.verl_root else {"python": options.python}
     return _verify_answer(options, ("verify", backend), "verl", dict(mode="consistency", backend=backend, **where))
 
 
