@@ -506,7 +506,7 @@ def test_bad_directories(tmp_path, make, argv):
 
 
 @pytest.mark.parametrize("extra, message", [
-    (["--python", "/nonexistent/python3"], "/nonexistent/python3: no such interpreter (--python)"),
+    (["--python", "/nonexistent/python3"], "--python /nonexistent/python3: no such interpreter"),
     (["--report", "/nonexistent/dir/report.html"], "/nonexistent/dir/report.html: its directory does not exist"),
 ])
 def test_compare_bad_options(tmp_path, extra, message):

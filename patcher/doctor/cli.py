@@ -17,11 +17,11 @@ from rlpatch.doctor.examine import STAGE2_TIMEOUT_S, DoctorOptions, examine, ins
 from rlpatch.doctor.target import read_script
 from rlpatch.errors import InputError
 from rlpatch.output.api import shown
+from rlpatch.upstream.api import TARGET_OPTIONS
 
 
 @click.command("doctor")
-@click.option("--python", "python", metavar="PY|PREFIX",
-              help="The interpreter that runs verl, or a launcher prefix ('uv run --frozen python3'); default: the script's launcher, else this one.")
+@TARGET_OPTIONS["python"].click_option("the script's launcher, else this one", use="the one that runs verl")
 @click.option("--script", type=str, metavar="RUN.SH", help="The launch script: its launcher, working directory, env and lint findings.")
 @click.option("--mode", type=click.Choice(["training", "inference", "consistency"]), help="The dump mode (default: the script's).")
 @click.option("--env", "env", multiple=True, metavar="K=V",

@@ -86,7 +86,9 @@ def run_stage(interpreter: Interpreter, source: str, args: list[str], timeout: f
     try:
         done = run_bounded(command, timeout, interpreter.cwd, dict(interpreter.env))
     except FileNotFoundError:
-        raise InputError(f"{interpreter.chosen_by}: {interpreter.argv[0]}: no such interpreter") from None
+        # `--python X` says it as every command does; a launcher read from the script names the word.
+        missing = "" if interpreter.chosen_by.startswith("--python") else f" {interpreter.argv[0]}:"
+        raise InputError(f"{interpreter.chosen_by}:{missing} no such interpreter") from None
     except PermissionError:
         raise InputError(f"{interpreter.chosen_by}: {interpreter.argv[0]}: not executable") from None
     except subprocess.TimeoutExpired:

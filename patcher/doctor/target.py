@@ -17,6 +17,7 @@ from pathlib import Path
 from rlpatch.doctor.probe import Interpreter
 from rlpatch.errors import InputError
 from rlpatch.shell.api import NEWEST_VERL, Launch, Run, env_assignments, script_runs, word_text
+from rlpatch.upstream.api import absent_program, interpreter_argv
 
 PY_EXECUTABLE_KEY = "ray_kwargs.ray_init.runtime_env.py_executable"
 # Launchers that run the rest of their command line in a project's environment.
@@ -40,18 +41,7 @@ class ScriptFacts:
 
 def python_option(text: str, cwd: str | None, env: dict[str, str]) -> Interpreter:
     """`--python`: an interpreter, a launcher prefix (`uv run --frozen python3`), or a venv folder."""
-    try:
-        argv = shlex.split(text)
-    except ValueError as err:
-        raise InputError(f"--python {text!r}: {err}") from None
-    if not argv:
-        raise InputError("--python: empty")
-    if len(argv) == 1 and os.path.isdir(argv[0]):
-        candidate = Path(argv[0]) / "bin" / "python"
-        if not candidate.exists():
-            raise InputError(f"--python {text}: a folder without bin/python (give the interpreter or a venv)")
-        argv = [str(candidate)]
-    return Interpreter(tuple(argv), f"--python {text}", cwd, tuple(sorted(env.items())))
+    return Interpreter(interpreter_argv(text), f"--python {text}", cwd, tuple(sorted(env.items())))
 
 
 def current_interpreter() -> Interpreter:
@@ -94,13 +84,8 @@ def read_script(path: str, given_env: dict[str, str] | None = None) -> ScriptFac
 
 def absent_launcher(interpreter: Interpreter) -> str | None:
     """The first word of `interpreter` when this machine has no such program (`uv` not installed)."""
-    import shutil
-
-    program = interpreter.argv[0]
     path = dict(interpreter.env).get("PATH") if interpreter.env else None
-    if os.sep in program:
-        return None if os.path.exists(program) else program
-    return None if shutil.which(program, path=path) else program
+    return absent_program(interpreter.argv, path)
 
 
 def exported_env(launch: Launch) -> dict[str, str]:

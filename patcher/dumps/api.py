@@ -10,8 +10,6 @@ msprobe, the plotting library and ray are imported only on the paths that need t
 from __future__ import annotations
 
 import os
-import shlex
-import shutil
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -102,15 +100,9 @@ def pair_dumps(options: PairOptions) -> Summary:
 
 
 def _python(python: str) -> list[str]:
-    try:
-        argv = shlex.split(python)
-    except ValueError as err:
-        raise InputError(f"--python {python!r}: {err}") from None
-    if not argv:
-        raise InputError("--python: empty")
-    if shutil.which(argv[0]) is None:
-        raise InputError(f"{argv[0]}: no such interpreter (--python)")
-    return argv
+    from rlpatch.upstream.api import require_interpreter
+
+    return list(require_interpreter(python))
 
 
 @contextmanager

@@ -29,6 +29,7 @@ from rlpatch.dumps.api import (
 from rlpatch.dumps.command import BACKENDS, DEFAULT_OUT
 from rlpatch.dumps.options import RAY_TIMEOUT_S
 from rlpatch.output.api import shown_lines
+from rlpatch.upstream.api import TARGET_OPTIONS
 
 FORMATS = click.Choice(["text", "json"])
 RAY_HELP = ("Compare each pair on the node of this Ray cluster whose disk holds both its files; only summaries "
@@ -91,8 +92,7 @@ def _progress_bar(length: int) -> Iterator[Callable[[int], None] | None]:
 @click.option("--backend", type=click.Choice(BACKENDS), default="fsdp", show_default=True)
 @click.option("-o", "--output", "out", default=DEFAULT_OUT, show_default=True,
               help="Where msprobe writes its results (one folder per pair).")
-@click.option("--python", "python", default=None,
-              help="The interpreter that has msprobe (shlex-split; default: this one).")
+@TARGET_OPTIONS["python"].click_option("this one", use="the one that has msprobe")
 @click.option("--report", "report", default=None, metavar="FILE.html",
               help="Write an HTML report: verdict, facts, one zoomable plot per request (needs rlpatch[report]).")
 @click.option("--rtol", type=click.FloatRange(min=0, min_open=True), default=None,

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import shutil
 import subprocess
 import sys
 from typing import Any
@@ -35,11 +34,13 @@ def node_path(path: str) -> str:
 def interpreter(python: str | None) -> list[str]:
     """The `--python` argv on this node (default: the interpreter running the task); InputError when
     it is not found here."""
-    argv = shlex.split(python) if python else [sys.executable]
-    if not argv:
-        raise InputError("--python: empty")
-    if shutil.which(argv[0]) is None:
-        raise InputError(f"{argv[0]}: no such interpreter on this node (--python)")
+    from rlpatch.upstream.api import absent_program, interpreter_argv
+
+    if not python:
+        return [sys.executable]
+    argv = list(interpreter_argv(python))
+    if absent_program(argv) is not None:
+        raise InputError(f"--python {python}: no such interpreter on this node")
     return argv
 
 

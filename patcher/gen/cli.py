@@ -14,6 +14,7 @@ import click
 
 from rlpatch.gen.api import MODES, GenOptions, generate_collection
 from rlpatch.lint import api as linter
+from rlpatch.upstream.api import TARGET_OPTIONS
 
 
 # `-- extra overrides` are kept aside exactly as `rlpatch lint` does (its command class, from the linter's api).
@@ -24,14 +25,12 @@ from rlpatch.lint import api as linter
 @click.option("--config-dir", type=click.Path(), help="Where the msprobe configs go (default: beside the new script).")
 @click.option("--dump-root", type=click.Path(), help="Where the dumps land (default: <stem>.<mode>-dumps beside it).")
 @click.option("--verl-version", metavar="X.Y.Z", help="The released verl that will run (its wheel is cached).")
-@click.option("--verl-root", type=click.Path(), help="The verl tree that will run.")
-@click.option("--python", metavar="PATH", help="The interpreter that will run verl (versions probed, nothing imported).")
+@TARGET_OPTIONS["verl_root"].click_option()
+@TARGET_OPTIONS["python"].click_option(use="the one that will run verl: versions probed, nothing imported")
 @click.option("--sglang-version", metavar="X.Y.Z", help="The SGLang that will run (default: >= 0.5.11).")
 @click.option("--vllm-ascend-version", metavar="X.Y.Z", help="The vLLM-Ascend that will run (default: >= 0.13).")
-@click.option("--vllm-ascend-root", type=click.Path(), help="The vLLM-Ascend tree the run imports (its version; "
-              "lint and the printed apply step use it).")
-@click.option("--sglang-root", type=click.Path(), help="The SGLang tree the run imports (its version; lint and the "
-              "printed apply step use it).")
+@TARGET_OPTIONS["vllm_ascend_root"].click_option(use="its version; lint and the printed apply step use it")
+@TARGET_OPTIONS["sglang_root"].click_option(use="its version; lint and the printed apply step use it")
 @click.option("--stages", help="training: stages to dump; consistency: the DUMP_PHASE.")
 @click.option("--steps", help="Steps to dump, e.g. 1,2 (training: global steps; others: the config's step list).")
 @click.option("--level", type=click.Choice(["mix", "L0", "L1"]),

@@ -17,6 +17,7 @@ from rlpatch.lint.extra_args import ExtraArgsCommand
 from rlpatch.lint.options import ScriptOptions
 from rlpatch.lint.quick_cli import lint_and_print
 from rlpatch.shell.api import MODES
+from rlpatch.upstream.api import TARGET_OPTIONS
 
 # The options that say how the scripts will run (`_common`'s, and lint's --allow-level).
 SCRIPT_OPTIONS = tuple(name for name in ScriptOptions._fields if name != "extra")
@@ -28,17 +29,14 @@ def _common(function, rollout_roots: bool = True):
         ("--mode", click.option("--mode", type=click.Choice(MODES), help="Force the dump mode instead of detecting it.")),
         ("--env", click.option("--env", "env", multiple=True, metavar="KEY=VAL", help="Environment the script starts with.")),
         ("--use-env", click.option("--use-env", is_flag=True, help="Start from this process's environment.")),
-        ("--verl-root", click.option("--verl-root", type=click.Path(),
-                                     help="A verl tree: its version picks version-dependent keys.")),
+        ("--verl-root", TARGET_OPTIONS["verl_root"].click_option(use="its version, config and entry modules")),
         ("--verl-version", click.option("--verl-version", metavar="X.Y.Z",
                                         help="The verl version that will run (default: newest).")),
         ("--config-root", click.option("--config-root", type=click.Path(),
                                        help="Resolve config.json paths against this directory.")),
-        ("--python", click.option("--python", "python", metavar="PATH",
-                                  help="The interpreter that will run verl (versions, config).")),
-        ("--sglang-root", click.option("--sglang-root", type=click.Path(), help="An SGLang tree (RL6xx versions).")),
-        ("--vllm-ascend-root", click.option("--vllm-ascend-root", type=click.Path(),
-                                            help="A vLLM-Ascend tree (RL6xx versions).")),
+        ("--python", TARGET_OPTIONS["python"].click_option(use="the one that will run verl: its versions and config")),
+        ("--sglang-root", TARGET_OPTIONS["sglang_root"].click_option(use="RL6xx versions")),
+        ("--vllm-ascend-root", TARGET_OPTIONS["vllm_ascend_root"].click_option(use="RL6xx versions")),
         ("--no-config", click.option("--no-config", is_flag=True, help="Ignore [tool.rlpatch] in pyproject.toml.")),
     ]
     for name, option in reversed(options):

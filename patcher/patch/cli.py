@@ -22,7 +22,7 @@ from rlpatch.output.api import shown
 from rlpatch.patch import api
 from rlpatch.patch.engine import RuleReport, set_state
 from rlpatch.patch.rule import PatchRule, Target
-from rlpatch.upstream.api import ALL_TRAINERS, OPTION_OF, describe_coverage
+from rlpatch.upstream.api import ALL_TRAINERS, OPTION_OF, TARGET_OPTIONS, describe_coverage
 
 # ---------------------------------------------------------------------------------------------
 # Options shared by every patch command
@@ -31,10 +31,8 @@ from rlpatch.upstream.api import ALL_TRAINERS, OPTION_OF, describe_coverage
 
 def target_options(command: Callable[..., Any]) -> Callable[..., Any]:
     options = [
-        click.option("--verl-root", type=str, help="Tree holding verl/ (a git checkout or site-packages)."),
-        click.option("--sglang-root", type=str, help="Tree holding sglang/."),
-        click.option("--vllm-ascend-root", type=str, help="Tree holding vllm_ascend/."),
-        click.option("--python", "python", type=str, help="Interpreter whose imported trees are patched when no root is given (default: this one)."),
+        *(TARGET_OPTIONS[name].click_option() for name in ("verl_root", "sglang_root", "vllm_ascend_root")),
+        TARGET_OPTIONS["python"].click_option("this one", use="the one whose imported trees are patched when no root is given"),
         click.option("--mode", type=click.Choice(["consistency", "inference"]), help="Select the rules of one dump mode (default: every rule for the given roots; consistency when no root is given)."),
         click.option("--backend", type=click.Choice(["fsdp", "megatron", "all"]), default="all", show_default=True, help="Training engine whose worker is patched."),
         click.option("--rules", "rule_ids", type=str, help="Comma-separated rule ids (overrides --mode)."),

@@ -15,7 +15,12 @@
 - the run-time switches the inserted code reads (and the linter checks): `TRUTHY`, `DUMP_PHASES`,
   `is_on`, `env_is_on`, `py_tuple`;
 - the one probe script run inside a target interpreter, bounded in time and output:
-  `PROBE_SOURCE`, `with_probe_marker`, `read_probe_answer`, `run_bounded`, `last_words`.
+  `PROBE_SOURCE`, `with_probe_marker`, `read_probe_answer`, `run_bounded`, `last_words`;
+- `--python`, read the one way every command reads it (an interpreter, a launcher prefix such as
+  `uv run python3` or `/venv/bin/python -I`, or a venv folder): `interpreter_argv`,
+  `require_interpreter`, `absent_program`, and `ask_interpreter` (the probe run in it); the target
+  options every command declares the same way (`TARGET_OPTIONS`: `--python`, `--verl-root`,
+  `--sglang-root`, `--vllm-ascend-root`).
 
 Everything here is plain data about upstream trees and costs only the standard library to import.
 """
@@ -30,6 +35,14 @@ from rlpatch.upstream.versions import Version
 if TYPE_CHECKING:  # the type checker sees every name; at run time the heavier ones load on first use
     from rlpatch.upstream.entries import EntryCheck, HydraMain, check_entry, entry_file, read_hydra_main
     from rlpatch.upstream.envprobe import Installed, find_package_dir, probe, probe_here, probe_root
+    from rlpatch.upstream.interpreter import (
+        TARGET_OPTIONS,
+        TargetOption,
+        absent_program,
+        ask_interpreter,
+        interpreter_argv,
+        require_interpreter,
+    )
     from rlpatch.upstream.target_probe import PROBE_SOURCE, last_words, run_bounded
     from rlpatch.upstream.target_probe import read_answer as read_probe_answer
     from rlpatch.upstream.target_probe import with_marker as with_probe_marker
@@ -48,6 +61,8 @@ _LAZY: dict[str, tuple[str, str]] = {
                                                    "read_hydra_main")},
     **{name: ("envprobe", name) for name in ("Installed", "find_package_dir", "probe", "probe_here", "probe_root")},
     **{name: ("target_probe", name) for name in ("PROBE_SOURCE", "last_words", "run_bounded")},
+    **{name: ("interpreter", name) for name in ("TARGET_OPTIONS", "TargetOption", "absent_program", "ask_interpreter",
+                                                "interpreter_argv", "require_interpreter")},
     "read_probe_answer": ("target_probe", "read_answer"),
     "with_probe_marker": ("target_probe", "with_marker"),
     **{name: ("targets", name) for name in ("OPTION_OF", "Package", "Target", "imported_target", "target_for_root")},
@@ -73,6 +88,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "TARGET_OPTIONS", "TargetOption", "absent_program", "ask_interpreter", "interpreter_argv", "require_interpreter",
     "ALL_TRAINERS", "DUMP_PHASES", "EntryCheck", "HydraMain", "OPTION_OF", "PROBE_SOURCE", "TRAINERS", "TRUTHY", "Installed",
     "Package", "Target", "TrainerCoverage", "Version", "cache_dir", "cached_tree", "check_entry", "entry_file",
     "describe_coverage", "env_is_on", "find_package_dir",

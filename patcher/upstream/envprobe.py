@@ -19,7 +19,6 @@ import re
 import sys
 from typing import TYPE_CHECKING, NamedTuple
 
-from rlpatch.errors import InputError
 from rlpatch.upstream.versions import Version
 
 if TYPE_CHECKING:  # pathlib is imported where a Path is made: `rlpatch lint` asks `probe_here` at
@@ -58,21 +57,11 @@ class Installed(NamedTuple):
 
 
 def probe_interpreter(python: str, projects: tuple[str, ...] = tuple(PROJECTS)) -> dict[str, Installed]:
-    """The projects installed for the interpreter `python`, found without importing any of them."""
-    import subprocess  # here: the lint path imports this module, and rarely probes another interpreter
+    """The projects installed for the interpreter `python` starts (`--python`: a path, a launcher
+    prefix or a venv), found without importing any of them."""
+    from rlpatch.upstream.interpreter import ask_interpreter
 
-    from rlpatch.upstream import target_probe
-
-    try:
-        result = target_probe.run_bounded(target_probe.probe_command([python], {name: PROJECTS[name] for name in projects}),
-                                          _PROBE_TIMEOUT_S)
-    except (OSError, subprocess.TimeoutExpired) as err:
-        raise InputError(f"cannot run the target interpreter {python!r}: {err}") from None
-    answer = target_probe.read_answer(result.stdout)
-    if answer is None:
-        if result.returncode != 0:
-            raise InputError(f"cannot probe the target interpreter {python!r}: {target_probe.last_words(result)}")
-        raise InputError(f"the target interpreter {python!r} printed no probe result")
+    answer = ask_interpreter(python, {name: PROJECTS[name] for name in projects}, _PROBE_TIMEOUT_S)
     found = answer.get("packages", {})
     return {name: _installed_from_probe(name, found.get(name) or {}) for name in projects}
 
@@ -107,8 +96,13 @@ def probe(python: str | None, projects: tuple[str, ...] = tuple(PROJECTS)) -> di
 
 def is_this_interpreter(python: str) -> bool:
     """Whether `python` is the interpreter running rlpatch *and* its environment: every venv's python
-    links to the same base interpreter, so the resolved files alone would make two venvs one."""
-    return os.path.realpath(python) == os.path.realpath(sys.executable) and _venv_of(python) == _venv_of(sys.executable)
+    links to the same base interpreter, so the resolved files alone would make two venvs one. A
+    launcher prefix (`uv run python3`, `python -I`) is another interpreter: it is asked."""
+    from rlpatch.upstream.interpreter import single_path
+
+    path = single_path(python)
+    return path is not None and os.path.realpath(path) == os.path.realpath(sys.executable) \
+        and _venv_of(path) == _venv_of(sys.executable)
 
 
 def _venv_of(python: str) -> str | None:

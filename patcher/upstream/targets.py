@@ -9,16 +9,13 @@ top-level package without executing it (importing verl would pull in torch and R
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from rlpatch.errors import InputError
-from rlpatch.upstream import target_probe
 from rlpatch.upstream.versions import Version
 
 Package = Literal["verl", "sglang", "vllm_ascend"]
@@ -99,18 +96,9 @@ def target_for_root(package: Package, path: str) -> Target:
 def _ask_interpreter(python: str, package: Package) -> dict:
     """The probe's answer about `package` in `python`: its "locations", "installed_version" and the
     interpreter's "python" version."""
-    try:
-        result = target_probe.run_bounded(target_probe.probe_command([python], {DISTRIBUTIONS[package]: package}),
-                                          60, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
-    except FileNotFoundError:
-        raise InputError(f"--python {python}: no such interpreter") from None
-    except (OSError, subprocess.TimeoutExpired) as err:
-        raise InputError(f"--python {python}: cannot run it ({err})") from None
-    answer = target_probe.read_answer(result.stdout)
-    if answer is None:
-        if result.returncode != 0:
-            raise InputError(f"--python {python}: failed to look up {package} ({target_probe.last_words(result)})")
-        raise InputError(f"--python {python}: unexpected answer when looking up {package}")
+    from rlpatch.upstream.interpreter import ask_interpreter
+
+    answer = ask_interpreter(python, {DISTRIBUTIONS[package]: package}, 60)
     return {**answer.get("packages", {}).get(DISTRIBUTIONS[package], {}), "python": answer.get("python")}
 
 
