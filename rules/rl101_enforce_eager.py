@@ -43,6 +43,8 @@ class EnforceEager(LintRule):
         Case("python3 -m verl.trainer.main_ppo \\\n" + _VLLM +
              "    actor_rollout_ref.rollout.name=vllm \\\n    actor_rollout_ref.rollout.enforce_eager=False\n",
              expect=[(4, 45)],
+             messages=['actor_rollout_ref.rollout.enforce_eager must be True (graph mode cannot dump: msprobe '
+                       'only sees eager forward calls); found actor_rollout_ref.rollout.enforce_eager=False'],
              fixed="python3 -m verl.trainer.main_ppo \\\n" + _VLLM +
              "    actor_rollout_ref.rollout.name=vllm \\\n    actor_rollout_ref.rollout.enforce_eager=True\n"),
         Case("python3 -m verl.trainer.main_ppo \\\n" + _VLLM + "    actor_rollout_ref.rollout.name=vllm\n",

@@ -40,6 +40,10 @@ class InferenceDumpNeedsPlus(LintRule):
     ]
     INVALID = [
         Case(f"python3 -m verl.trainer.main_ppo \\\n    {_KEY}=dump.json\n", expect=[(2, 5)],
+             messages=['actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config.dump_config_path is below '
+                       'an empty engine_kwargs dict: write '
+                       '+actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config.dump_config_path=... (a '
+                       'plain override fails in Hydra)'],
              fixed=f"python3 -m verl.trainer.main_ppo \\\n    +{_KEY}=dump.json\n"),
         Case("ARGS=(\n  actor_rollout_ref.rollout.engine_kwargs.sglang.msprobe_dump_config=d.json\n)\n"
              'python3 -m verl.trainer.main_ppo "${ARGS[@]}"\n', expect=[(2, 3)]),

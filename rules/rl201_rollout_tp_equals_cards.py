@@ -56,6 +56,11 @@ class RolloutTpEqualsCards(LintRule):
     ]
     INVALID = [
         Case(_PY + f"    {ROLLOUT}.tensor_model_parallel_size=8\n", options=_C, expect=[(3, 58)],
+             messages=["rollout tensor_model_parallel_size=8: msprobe's FSDP consistency compare joins the "
+                       'training q/k/v and gate/up outputs, never inference TP shards, so each inference rank '
+                       'must hold the whole model on verl 0.8.0; set '
+                       'actor_rollout_ref.rollout.tensor_model_parallel_size=1, or run verl >= 0.9.0 (dumps pair '
+                       'rebuilds the shards)'],
              fixed=_PY + f"    {ROLLOUT}.tensor_model_parallel_size=1\n"),
         Case(_PY + "    trainer.nnodes=1\n", options=_C, expect=[(1, 12)], note="verl's default rollout TP is 2"),
     ]

@@ -49,7 +49,9 @@ class ConsistencyEnv(LintRule):
     ]
     INVALID = [
         Case(_GOOD_ENV.replace("log_prob", "logprob") + f"python3 -m verl.trainer.main_ppo {_INFER}\n",
-             expect=[(4, 19)], fixed=_GOOD_ENV + f"python3 -m verl.trainer.main_ppo {_INFER}\n",
+             expect=[(4, 19)],
+             messages=["DUMP_PHASE='logprob' is not one of log_prob, update_actor, all"],
+             fixed=_GOOD_ENV + f"python3 -m verl.trainer.main_ppo {_INFER}\n",
              note="an unsafe fix: the closest phase is a guess"),
         Case(f"export DUMP_ON=1\npython3 -m verl.trainer.main_ppo {_INFER}\n", expect=[(2, 12)] * 3),
         Case(_GOOD_ENV.replace("DUMP_ON=1", "DUMP_ON=0") + f"python3 -m verl.trainer.main_ppo {_INFER}\n",

@@ -43,6 +43,8 @@ class PlusOnExistingKey(LintRule):
     INVALID = (
         Case("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm \\\n"
              "    +actor_rollout_ref.actor.fsdp_config.model_dtype=bfloat16\n", options=_OPTIONS, expect=[(2, 5)],
+             messages=["'+actor_rollout_ref.actor.fsdp_config.model_dtype' adds a key, but it already has the "
+                       "value 'fp32': drop the '+' to override it, or write '++' to add or override"],
              fixed="python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm \\\n"
              "    ++actor_rollout_ref.actor.fsdp_config.model_dtype=bfloat16\n"),
     )

@@ -30,6 +30,9 @@ def test_rule_case(rule_cls: type[LintRule], kind: str, case) -> None:
         assert findings, f"{rule_cls.code} did not fire on an INVALID case"
         if case.expect is not None:
             assert positions == sorted(case.expect), [f.message for f in findings]
+        if case.messages is not None:
+            in_order = [f.message for f in sorted(findings, key=lambda f: (f.span.line, f.span.column))]
+            assert in_order == list(case.messages)
         for finding in findings:
             assert finding.severity in ("error", "warning", "info")
             assert finding.span.line >= 1 and finding.span.column >= 1

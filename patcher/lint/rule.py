@@ -119,8 +119,10 @@ class Case(NamedTuple):
     `files` are written next to the script (sourced scripts, msprobe config.json files, YAML);
     `options` are LintOptions fields (mode, verl_version, env, args, allow_level, ...);
     `expect` lists the (line, column) of every finding of this rule, or None for "at least one"
-    (INVALID) / "none" (VALID); `fixed` is the script once every fix of this rule's findings (unsafe
-    ones too) is applied, and it must then lint clean for this rule (as Fixit's expected_replacement).
+    (INVALID) / "none" (VALID); `messages`, when given, pins the message of each finding, in the
+    order of their positions (as Fixit's expected_message); `fixed` is the script once every fix of this
+    rule's findings (unsafe ones too) is applied, and it must then lint clean for this rule (as Fixit's
+    expected_replacement).
     """
 
     script: str
@@ -129,6 +131,7 @@ class Case(NamedTuple):
     expect: Sequence[tuple[int, int]] | None = None
     note: str = ""
     fixed: str | None = None
+    messages: Sequence[str] | None = None
 
 
 FactValue = TypeVar("FactValue")
