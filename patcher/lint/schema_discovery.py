@@ -10,7 +10,8 @@ config groups and their options found there. Nothing here imports Hydra: this is
 work, shared by the composition (`schema_compose`) and the cache key (`schema_cache`).
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations`: typing compiles each string annotation of a NamedTuple's
+# fields (a ForwardRef each) at import, on every cold start of `rlpatch lint`; evaluated ones it takes as they are.
 
 import os
 from collections.abc import Iterator, Sequence
