@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING, Any, NoReturn
 
 from rlpatch import __version__
 from rlpatch.errors import EXIT_USAGE, RlpatchError, error_line
 
+# Not `typing.TYPE_CHECKING` (the type checker treats any TYPE_CHECKING as true): typing is imported
+# once `main` has raised the collector's threshold (see `_fewer_collections`), not before.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any, NoReturn
+
     import click
 
 GC_THRESHOLD = 100_000  # allocations between two young-generation collections (see `_fewer_collections`)
