@@ -17,9 +17,11 @@ XDIST = -n $(TEST_WORKERS) --dist loadfile
 # Folders of real launch scripts for `make bench` (e.g. a verl checkout's examples and recipe): each is
 # passed to tests/bench_lint.py as --scripts; empty = generated scripts. BENCH_COLD_SCRIPT: the script of
 # its cold single-script runs (issue 29.4 measures verl's examples/grpo_trainer/run_qwen3_235b_a22b_megatron.sh);
-# empty = the first one linted.
+# empty = the first one linted. BENCH_COLD_VERL_ROOT: a verl tree the cold runs also check against
+# (--verl-root; e.g. the checkout the cold script comes from); empty = only the release's config.
 BENCH_SCRIPTS ?=
 BENCH_COLD_SCRIPT ?=
+BENCH_COLD_VERL_ROOT ?=
 DEMO_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/rlpatch/demo
 DEMO_VERL ?= 0.9.1
 DEMO_SGLANG ?= 0.5.10.post1
@@ -97,7 +99,7 @@ bench: $(STAMP)
 	$(PY) tests/bench_patch.py
 	$(PY) tests/bench_inference.py
 	$(PY) tests/bench_schema.py
-	$(PY) tests/bench_lint.py $(foreach dir,$(BENCH_SCRIPTS),--scripts $(dir)) $(if $(BENCH_COLD_SCRIPT),--cold-script $(BENCH_COLD_SCRIPT))
+	$(PY) tests/bench_lint.py $(foreach dir,$(BENCH_SCRIPTS),--scripts $(dir)) $(if $(BENCH_COLD_SCRIPT),--cold-script $(BENCH_COLD_SCRIPT)) $(if $(BENCH_COLD_VERL_ROOT),--cold-verl-root $(BENCH_COLD_VERL_ROOT))
 	$(PY) tests/bench_dumps.py
 	$(PY) tests/bench_report.py
 

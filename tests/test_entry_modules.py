@@ -205,3 +205,28 @@ def test_read_hydra_main_from_source(tmp_path: Path) -> None:
         path = tmp_path / f"entry{index}.py"
         path.write_text(source)
         assert read_hydra_main(str(path)) == expected, source
+
+
+def test_entry_module_reading_is_remembered_until_the_file_changes(tmp_path: Path, monkeypatch) -> None:
+    """The parse of an entry module is kept on disk (a warm lint imports no `ast`), keyed by the file's
+    size and modification time: the memo is what a later read returns, and an edited file is parsed again."""
+    from rlpatch.upstream import entries
+
+    monkeypatch.setenv("RLPATCH_CACHE", str(tmp_path / "cache"))
+    read = entries._read_entry_module.__wrapped__  # past the in-process lru_cache: each call reads the disk
+    path = tmp_path / "main_ppo.py"
+    path.write_text("import hydra\n\n@hydra.main(config_path='config', config_name='ppo_trainer')\ndef main(cfg):\n    pass\n")
+    first = read(str(path))
+    assert first.hydra_main == entries.HydraMain("config", "ppo_trainer")
+    memos = list((tmp_path / "cache" / "entries").iterdir())
+    assert len(memos) == 1 and json.loads(memos[0].read_text())["module"] == [None, None, ["config", "ppo_trainer"]]
+
+    saved = json.loads(memos[0].read_text())  # a memo saying something else, for the same file: it is what is read
+    saved["module"][2] = ["elsewhere", "other"]
+    memos[0].write_text(json.dumps(saved))
+    assert read(str(path)).hydra_main == entries.HydraMain("elsewhere", "other")
+
+    path.write_text("import hydra\n\n@hydra.main(config_path='conf', config_name='sft')\ndef main(cfg):\n    pass\n")
+    assert read(str(path)).hydra_main == entries.HydraMain("conf", "sft")  # another size: parsed again
+    memos[0].write_text("not json")
+    assert read(str(path)).hydra_main == entries.HydraMain("conf", "sft")  # an unreadable memo: parsed again

@@ -148,3 +148,21 @@ def test_the_default_reports_the_crashes_of_the_newest_release() -> None:
     assert notes(result.stderr) == [f"{NOTE} checked against verl 0.9.1, the newest release, as no verl was "
                                     "named (give --verl-root, --verl-version or --python to choose)"]
     assert run_rlpatch("lint", "--select", "RL3", "--verl-version", "0.9.1", str(SAMPLE)).stdout == result.stdout
+
+
+@pytest.mark.parametrize("path", ["{bin}", "{bin}:{other}", "{other}:{bin}", "", ":", "{bin}:{bin}", "{missing}:{bin}"])
+@pytest.mark.parametrize("command", ["python3", "python3.11", "./python3", "nothere"])
+def test_which_finds_what_shutil_which_finds(tmp_path: Path, monkeypatch, path: str, command: str) -> None:
+    """The default verl's own PATH lookup (no shutil on a lint's start) agrees with shutil.which."""
+    from rlpatch.lint.verl_default import _which
+
+    folders = {name: tmp_path / name for name in ("bin", "other", "missing")}
+    for name in ("bin", "other"):
+        folders[name].mkdir()
+        (folders[name] / "python3").write_text("#!/bin/sh\n")
+        (folders[name] / "python3").chmod(0o755)
+    (folders["other"] / "python3.11").write_text("not executable\n")
+    (folders["bin"] / "python3.11").mkdir()  # a folder is not a command
+    monkeypatch.setenv("PATH", path.format(**{name: str(folder) for name, folder in folders.items()}))
+    monkeypatch.chdir(folders["bin"])
+    assert _which(command) == shutil.which(command)

@@ -298,13 +298,13 @@ def _selection(command: LintCommand, table: dict[str, Any]) -> tuple[list[str] |
 
 def _per_file_ignores(results: list[FileResult], table_of: dict[str, dict[str, Any]]) -> list[FileResult]:
     """The findings `per-file-ignores` of each file's table drops (codes or prefixes, as --ignore)."""
-    from rlpatch.lint.file_selection import ignored_codes
-
     for result in results:
         table = table_of.get(result.path, {})
         per_file = table.get("per_file_ignores")
         if not per_file or result.error:
             continue
+        from rlpatch.lint.file_selection import ignored_codes  # only where a table has per-file-ignores
+
         codes = ignored_codes(result.path, {p: split_list(c) or [] for p, c in per_file.items()}, table_base(table))
         if codes:
             result.findings = [f for f in result.findings if not any(f.code.startswith(code) for code in codes)]

@@ -9,7 +9,8 @@ those checking the file the file's. Rules come only from the registry (the `rlNN
 `rlpatch.rules`); this module never imports libcst or a patch rule.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations`: typing compiles each string annotation of a NamedTuple's
+# fields (a ForwardRef each) at import, on every cold start of `rlpatch lint`; evaluated ones it takes as they are.
 
 import gc
 import os

@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from fnmatch import fnmatchcase
 
@@ -77,6 +76,8 @@ def _work_tree(folder: str) -> str | None:
 
 
 def _check_ignore(top: str, paths: list[str]) -> set[str]:
+    import subprocess  # a directory walk in a work tree only: a one-script lint (a pre-commit hook) never runs git
+
     payload = "\0".join(os.path.abspath(path) for path in paths) + "\0"
     try:
         proc = subprocess.run(["git", "-C", top, "check-ignore", "--stdin", "-z"], input=payload.encode(),

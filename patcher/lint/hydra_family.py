@@ -11,13 +11,14 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, NamedTuple
 
-from rlpatch.lint.rule import Fact, LintContext, LintOptions
+from rlpatch.lint.rule import Fact, LintContext, LintOptions, per_invocation
 from rlpatch.shell.api import Override, Span
 
 if TYPE_CHECKING:  # imported when a run is checked: a lint that never gets there does not pay for it
     from rlpatch.lint.hydra_schema import OverrideRecord, SchemaResult
 
 SCHEMA_VERDICT: Fact[SchemaResult] = Fact("hydra schema verdict")  # a run's (LintContext.facts)
+OVERRIDE_LIST_VERDICT: Fact[SchemaResult] = Fact("hydra verdict of an override list")  # per lint invocation
 DEFAULT_ROOT: Fact[str | None] = Fact("default verl root")  # a run's, when no verl is named
 
 
@@ -46,23 +47,27 @@ def schema_verdict(ctx: LintContext) -> SchemaResult | None:
 
 
 def _compute(ctx: LintContext, verl_root: str | None) -> SchemaResult:
-    from rlpatch.lint.hydra_schema import SchemaResult, lint_overrides
+    from rlpatch.lint.hydra_schema import OverrideRecord, SchemaResult, lint_overrides
 
     run = ctx.run
     if run.entry_check().exists is False:  # RL004 says so; composing a config for it would only repeat it
         return SchemaResult()
-    records = [_record(o) for o in run.overrides]
+    records = tuple(_record(o, OverrideRecord) for o in run.overrides)
     options = ctx.options
-    return lint_overrides(
-        records,
-        verl_root=verl_root,
-        python=options.python,
-        verl_version=options.verl_version_given,
-        config_path=run.config_dir,
-        config_name=run.config_name,
-        base_dir=os.path.dirname(os.path.abspath(run.file)),  # stdin ("-"): the working folder
-        entry=run.launch.entry,
-    )
+    python, verl_version = options.python, options.verl_version_given
+    base_dir = os.path.dirname(os.path.abspath(run.file))  # stdin ("-"): the working folder
+    config_path, config_name, entry = run.config_dir, run.config_name, run.launch.entry
+
+    def compose() -> SchemaResult:
+        return lint_overrides(records, verl_root=verl_root, python=python, verl_version=verl_version,
+                              config_path=config_path, config_name=config_name, base_dir=base_dir, entry=entry)
+
+    # A script's paths often launch the same override list (its `if`/`case` branches differ in what
+    # they export, not in what they pass): equal lists composed against the same config get the same
+    # answer from Hydra, so they share one verdict in a lint invocation (verl's
+    # run_qwen3_235b_a22b_megatron.sh has 8 paths and 4 override lists).
+    return per_invocation(OVERRIDE_LIST_VERDICT, compose,
+                          (records, verl_root, python, verl_version, config_path, config_name, base_dir, entry))
 
 
 def _target_named(options: LintOptions) -> bool:
@@ -76,13 +81,16 @@ def _target_named(options: LintOptions) -> bool:
 _PLACEHOLDER = "0"
 
 
-def _record(override: Override) -> OverrideRecord:
-    from rlpatch.lint.hydra_schema import OverrideRecord
-
+def _record(override: Override, record: type[OverrideRecord]) -> OverrideRecord:
+    """The override as Hydra is given it (`record` is `OverrideRecord`, imported once by the caller)."""
     if override.value_known:
-        return OverrideRecord(override.text, override.prefix, override.key, override.value)
-    text = f"{override.prefix}{override.key}" + ("" if override.prefix == "~" else f"={_PLACEHOLDER}")
-    return OverrideRecord(text, override.prefix, override.key, None if override.prefix == "~" else _PLACEHOLDER)
+        return record(override.text, override.prefix, override.key, override.value)
+    return record(_checked_text(override), override.prefix, override.key, None if override.prefix == "~" else _PLACEHOLDER)
+
+
+def _checked_text(override: Override) -> str:
+    """The text checked for an override whose value the script computes at run time."""
+    return f"{override.prefix}{override.key}" + ("" if override.prefix == "~" else f"={_PLACEHOLDER}")
 
 
 def note_unchecked(ctx: LintContext, verdict: SchemaResult) -> None:
@@ -110,7 +118,7 @@ def problems_in_script(ctx: LintContext, verdict: SchemaResult, code: str, *, va
             continue
         message = problem.message
         if not override.value_known:
-            message = message.replace(_record(override).text, f"{override.prefix}{override.key}=...")
+            message = message.replace(_checked_text(override), f"{override.prefix}{override.key}=...")
         at = override.arg.sub_span(problem.start, max(problem.end, problem.start + 1))
         placed.append(ScriptProblem(message, at, tuple(override.related()), override))
     return placed

@@ -22,7 +22,8 @@ steps, each in its own module:
 hydra/omegaconf are imported only on the cold paths (a cache miss), never at module import.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations`: typing compiles each string annotation of a NamedTuple's
+# fields (a ForwardRef each) at import, on every cold start of `rlpatch lint`; evaluated ones it takes as they are.
 
 import functools
 import importlib.util
@@ -60,7 +61,7 @@ class OverrideRecord(NamedTuple):
     position: Any = None
 
     @classmethod
-    def from_text(cls, text: str, position: Any = None) -> OverrideRecord:
+    def from_text(cls, text: str, position: Any = None) -> "OverrideRecord":
         prefix = "++" if text.startswith("++") else text[:1] if text[:1] in ("+", "~") else ""
         body = text[len(prefix) :]
         key, sep, value = body.partition("=")

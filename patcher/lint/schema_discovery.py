@@ -10,7 +10,8 @@ config groups and their options found there. Nothing here imports Hydra: this is
 work, shared by the composition (`schema_compose`) and the cache key (`schema_cache`).
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations`: typing compiles each string annotation of a NamedTuple's
+# fields (a ForwardRef each) at import, on every cold start of `rlpatch lint`; evaluated ones it takes as they are.
 
 import os
 from collections.abc import Iterator, Sequence
@@ -220,7 +221,7 @@ def config_groups(source: ConfigSource) -> dict[str, set[str]]:
 
 def yaml_files(directory: Path) -> Iterator[str]:
     """Relative '/'-separated paths of the yaml files under `directory` (sorted, deterministic)."""
-    stack = [(directory, "")]
+    stack: list[tuple[str | Path, str]] = [(directory, "")]
     found: list[str] = []
     while stack:
         folder, prefix = stack.pop()
@@ -230,7 +231,7 @@ def yaml_files(directory: Path) -> Iterator[str]:
             continue
         for entry in entries:
             if entry.is_dir(follow_symlinks=True) and not entry.name.startswith((".", "__")):
-                stack.append((Path(entry.path), f"{prefix}{entry.name}/"))
+                stack.append((entry.path, f"{prefix}{entry.name}/"))
             elif entry.name.endswith(".yaml"):
                 found.append(prefix + entry.name)
     yield from sorted(found)

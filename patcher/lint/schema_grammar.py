@@ -8,7 +8,8 @@ where Hydra's generated ANTLR grammar fails. `SchemaProblem` is the finding ever
 returns. Hydra (and antlr4) are imported only on a cache miss.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations`: typing compiles each string annotation of a NamedTuple's
+# fields (a ForwardRef each) at import, on every cold start of `rlpatch lint`; evaluated ones it takes as they are.
 
 import contextlib
 import json

@@ -20,12 +20,13 @@ import re
 from rlpatch.lint.engine import FileResult
 from rlpatch.lint.msprobe_family import is_config_path
 
-# `verl` as a word of its own (not `overlay`); `_`, `.`, `/`, `-` and digits may touch it.
-_NAMES_VERL = re.compile(r"(?<![a-z])verl(?![a-z])|actor_rollout_ref|msprobe", re.IGNORECASE)
+# `verl` as a word of its own (not `overlay`); `_`, `.`, `/`, `-` and digits may touch it. Compiled
+# (and kept by `re`) on first use: only --skip-non-verl asks, and this module is on every lint's start.
+_NAMES_VERL = r"(?<![a-z])verl(?![a-z])|actor_rollout_ref|msprobe"
 
 
 def names_verl(text: str) -> bool:
-    return _NAMES_VERL.search(text) is not None
+    return re.search(_NAMES_VERL, text, re.IGNORECASE) is not None
 
 
 def _text(path: str, stdin_text: bytes | None) -> str:

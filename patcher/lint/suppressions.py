@@ -12,7 +12,8 @@ engine reads them once per file; it records which directive silenced which findi
 can report a code that is unknown, or that silenced nothing.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations`: typing compiles each string annotation of a NamedTuple's
+# fields (a ForwardRef each) at import, on every cold start of `rlpatch lint`; evaluated ones it takes as they are.
 
 import re
 from collections.abc import Sequence
@@ -22,8 +23,9 @@ from typing import Any, NamedTuple
 from rlpatch.lint.rule import Finding
 from rlpatch.shell.api import SourceFile, Span
 
-_DIRECTIVE = re.compile(r"#[ \t]*rlpatch:[ \t]*(disable-file|disable)[ \t]*=[ \t]*([A-Za-z0-9_, \t]+)")
-_CODE = re.compile(r"[A-Za-z0-9_]+")
+# Patterns, compiled (and kept by `re`) only for a script that has a directive: most have none.
+_DIRECTIVE = r"#[ \t]*rlpatch:[ \t]*(disable-file|disable)[ \t]*=[ \t]*([A-Za-z0-9_, \t]+)"
+_CODE = r"[A-Za-z0-9_]+"
 _STATEMENT_TYPES = {
     "command", "variable_assignment", "declaration_command", "list", "pipeline", "redirected_statement",
     "if_statement", "for_statement", "while_statement", "case_statement", "function_definition",
@@ -66,7 +68,7 @@ class Suppressions:
         self.known_codes = tuple(known_codes)  # every lint rule's code
 
     @classmethod
-    def of(cls, source: SourceFile, parsed: Any, known_codes: Sequence[str] = ()) -> Suppressions:
+    def of(cls, source: SourceFile, parsed: Any, known_codes: Sequence[str] = ()) -> "Suppressions":
         # The substring test first: most scripts have no directive, and the tree is not queried.
         if "rlpatch:" not in source.text:
             return cls(source.path, known_codes=known_codes)
@@ -74,9 +76,10 @@ class Suppressions:
         statements = _statement_lines(root)
         first_command = min((start for start, _ in statements), default=1 << 30)
         directives = []
+        directive = re.compile(_DIRECTIVE)
         for start_byte, end_byte in _comments(root):
             start = source.char_offset(start_byte)
-            match = _DIRECTIVE.match(source.text, start, source.char_offset(end_byte))
+            match = directive.match(source.text, start, source.char_offset(end_byte))
             if match is not None:
                 directives.append(_directive(source, match, statements, first_command, known_codes))
         return cls(source.path, directives, known_codes)
@@ -116,7 +119,7 @@ def _codes(source: SourceFile, match: re.Match[str], line: int, column: int,
            known_codes: Sequence[str]) -> tuple[DirectiveCode, ...]:
     offset = match.start(2) - match.start()
     found = []
-    for code in _CODE.finditer(match.group(2)):
+    for code in re.finditer(_CODE, match.group(2)):
         start = column + offset + code.start()
         name = code.group().upper()
         known = name == "ALL" or any(known_code.startswith(name) for known_code in known_codes)

@@ -89,12 +89,38 @@ def script_interpreter(run: Run) -> str | None:
     word = words[0]
     if os.path.isabs(word):
         return word if os.path.isfile(word) and os.access(word, os.X_OK) else None
-    import shutil
     import sys
 
-    found = shutil.which(word)
+    found = _which(word)
     if found and os.path.dirname(os.path.abspath(found)) == os.path.dirname(os.path.abspath(sys.executable)):
         return found
+    return None
+
+
+def _which(command: str) -> str | None:
+    """`shutil.which(command)` on POSIX, without importing shutil (with bz2, lzma and zlib) on the start
+    of every lint whose launch is a bare `python3`: a path is checked as is, a name looked up on PATH."""
+    def runnable(path: str) -> bool:
+        return os.path.exists(path) and os.access(path, os.F_OK | os.X_OK) and not os.path.isdir(path)
+
+    if os.path.dirname(command):
+        return command if runnable(command) else None
+    path = os.environ.get("PATH")
+    if path is None:
+        try:
+            path = os.confstr("CS_PATH")
+        except (AttributeError, ValueError):
+            path = os.defpath
+    if not path:  # PATH='' finds nothing (PATH=':' looks in the working folder)
+        return None
+    seen: set[str] = set()
+    for folder in path.split(os.pathsep):
+        if folder in seen:
+            continue
+        seen.add(folder)
+        candidate = os.path.join(folder, command)
+        if runnable(candidate):
+            return candidate
     return None
 
 

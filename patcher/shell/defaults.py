@@ -6,7 +6,8 @@ from verl's `_generated_ppo_trainer.yaml` / `_generated_ppo_megatron_trainer.yam
 an entry that is a `Ref` follows another key (verl's `${oc.select:...}` interpolations).
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations`: typing compiles each string annotation of a NamedTuple's
+# fields (a ForwardRef each) at import, on every cold start of `rlpatch lint`; evaluated ones it takes as they are.
 
 from typing import NamedTuple
 

@@ -4,7 +4,7 @@ A script names its entry (`python3 -m verl.trainer.main_ppo_sync`, or `verl/trai
 but whether that module exists, and which trainer class it starts, is the release's to say: verl
 0.8.0 shipped `verl.trainer.main_ppo_sync`, whose own `PPOTrainer` (TransferQueue and a replay
 buffer) no patch rule touches; 0.9.0 removed it. So the answer is read from the entry module in the
-tree the user gave (one `ast` parse of one file), and only without a tree from a table of what the
+tree the user gave (one `ast` parse of one file, remembered on disk while the file is unchanged), and only without a tree from a table of what the
 released wheels ship (`RELEASED_ENTRIES`, listed from the wheels and checked against them by the
 upstream tests). A module the table does not cover (a recipe, `verl.experimental...` without a
 tree, a release not listed) is not judged: `exists` is None.
@@ -43,6 +43,8 @@ RELEASED_OWN_TRAINERS: dict[tuple[str, str], str] = {("0.8.0", "verl.trainer.mai
 _KNOWN_CLASSES = {"RayPPOTrainer": "v0", "FullyAsyncTrainer": "fully-async"}
 _TRAINER_PACKAGE = "verl.trainer."
 MAX_ENTRY_BYTES = 4 * 1024 * 1024  # bounded read of the entry module (verl's are under 50 KB)
+MEMO_FORMAT = 1  # bump when what `_read_entry_module` derives from a file changes: older memos are then stale
+MAX_MEMO_NAME = 255  # bytes of a file name on the usual file systems
 # the last `verl/` of the path: a checkout's package is `<checkout>/verl/verl/...`
 _SCRIPT_RE = re.compile(r"(?:^|.*/)(verl/(?:[A-Za-z_]\w*/)*[A-Za-z_]\w*)\.py$")
 
@@ -194,9 +196,71 @@ def read_entry_module(path: str) -> EntryModule:
 
 @functools.lru_cache(maxsize=32)
 def _read_entry_module(path: str) -> EntryModule:
-    """`read_entry_module` of a real path. A trainer class is one with a `fit` method; a module that constructs none (verl
-    0.9's `main_ppo` picks one at run time by `trainer.use_v1`) starts no known one. An unreadable
-    module gives an empty answer: it fails at start-up anyway."""
+    """`read_entry_module` of a real path, from the memo on disk while the file is unchanged (its size
+    and modification time): importing `ast` and parsing verl's `main_ppo` were a tenth of a one-script
+    lint's cold start, for an answer that changes only when the file does."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return EntryModule()
+    # What the answer depends on: the file, and the table of known trainer classes it is read with.
+    stamp = [MEMO_FORMAT, stat.st_size, stat.st_mtime_ns, sorted(map(list, _KNOWN_CLASSES.items()))]
+    memo = _memo_file(path)
+    remembered = _read_memo(memo, stamp) if memo is not None else None
+    if remembered is not None:
+        return remembered
+    module = _parse_entry_module(path)
+    if memo is not None and module != EntryModule():  # an unreadable file is read again next time
+        _write_memo(memo, stamp, module)
+    return module
+
+
+def _memo_file(path: str) -> str | None:
+    """The memo of the entry module at real `path`: one small file named by the path itself (`%` and
+    `/` escaped, so no two paths share a name), under rlpatch's cache; None for a path too long to name a file."""
+    from rlpatch.upstream.wheelcache import cache_dir
+
+    name = path.replace("%", "%25").replace("/", "%2F") + ".json"
+    return None if len(name.encode()) > MAX_MEMO_NAME else os.path.join(cache_dir(), "entries", name)
+
+
+def _read_memo(memo: str, stamp: list[object]) -> EntryModule | None:
+    import json
+
+    try:
+        with open(memo, encoding="utf-8") as handle:
+            saved = json.load(handle)
+        if saved["stamp"] != stamp:
+            return None
+        own, runs, hydra = saved["module"]
+        return EntryModule(own, runs, None if hydra is None else HydraMain(*hydra))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # absent, stale or unreadable: parsed again
+
+
+def _write_memo(memo: str, stamp: list[object], module: EntryModule) -> None:
+    """Through a temporary file and a rename: a concurrent reader never sees half a memo; a cache that
+    cannot be written only costs the next lint the parse."""
+    import json
+
+    temporary = f"{memo}.{os.getpid()}.tmp"
+    try:
+        os.makedirs(os.path.dirname(memo), exist_ok=True)
+        with open(temporary, "w", encoding="utf-8") as handle:
+            json.dump({"stamp": stamp, "module": [module.own_trainer, module.runs, module.hydra_main]}, handle)
+        os.replace(temporary, memo)
+    except OSError:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+
+
+def _parse_entry_module(path: str) -> EntryModule:
+    """One bounded read and one `ast` parse of the entry module at `path`. A trainer class is one with a
+    `fit` method; a module that constructs none (verl 0.9's `main_ppo` picks one at run time by
+    `trainer.use_v1`) starts no known one. An unreadable module gives an empty answer: it fails at
+    start-up anyway."""
     import ast
 
     try:
