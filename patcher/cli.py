@@ -13,13 +13,13 @@ import os
 import sys
 
 from rlpatch import __version__
-from rlpatch.errors import EXIT_USAGE, RlpatchError, error_line
+from rlpatch.errors import exit_for
 
 # Not `typing.TYPE_CHECKING` (the type checker treats any TYPE_CHECKING as true): typing is imported
 # once `main` has raised the collector's threshold (see `_fewer_collections`), not before.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, NoReturn
+    from typing import Any
 
     import click
 
@@ -68,8 +68,12 @@ def _build_cli() -> click.Group:
 
     @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
     @click.version_option(__version__, prog_name="rlpatch")
-    def cli() -> None:
+    @click.pass_context
+    def cli(ctx: click.Context) -> None:
         """Patch verl / SGLang / vLLM-Ascend trees for msprobe dumps, and lint verl launch scripts."""
+        # `--ray` runs this command line on every node: the cluster wing finds it here
+        # (`rlpatch.cluster.api.COMMAND_LINE`), never importing the entry point.
+        ctx.meta["rlpatch.command_line"] = capture
 
     return cli
 
@@ -94,8 +98,8 @@ def main(argv: list[str] | None = None) -> Any:
     _fewer_collections()
     try:
         result = _run(argv)
-    except BaseException as err:  # noqa: BLE001 - `_exit_for` gives each its line, or lets it go on
-        _exit_for(err)
+    except BaseException as err:  # noqa: BLE001 - `exit_for` gives each its line, or lets it go on
+        exit_for(err)
     # Commands return their exit code (click returns it too when a command calls ctx.exit).
     sys.exit(result if isinstance(result, int) else 0)
 
@@ -122,44 +126,11 @@ def _run(argv: list[str] | None) -> Any:
     return _group().main(args=argv, prog_name="rlpatch", standalone_mode=False)
 
 
-def _exit_for(err: BaseException) -> NoReturn:
-    """The line and the exit code for what reached the entry point (called while `err` is handled)."""
-    click = sys.modules.get("click")  # click's exceptions come from click, which is then imported
-    if isinstance(err, RlpatchError):
-        _echo(error_line(err))
-        sys.exit(err.exit_code)
-    if click is not None and isinstance(err, click.exceptions.Exit):
-        sys.exit(err.exit_code)
-    if click is not None and isinstance(err, click.ClickException):
-        err.show()
-        sys.exit(EXIT_USAGE if err.exit_code == 2 else err.exit_code)
-    if click is not None and isinstance(err, click.exceptions.Abort):
-        _echo("rlpatch: aborted")
-        sys.exit(130)
-    if isinstance(err, KeyboardInterrupt):
-        _echo("rlpatch: interrupted")
-        sys.exit(130)
-    if isinstance(err, BrokenPipeError):
-        sys.exit(0)
-    if not isinstance(err, Exception) or os.environ.get("RLPATCH_DEBUG"):
-        raise  # SystemExit and the like go on; RLPATCH_DEBUG=1 shows the traceback
-    # What the machine or the input's shape ran out of (RecursionError, MemoryError, OSError), not a
-    # bug in one command, and the last line of defence against a traceback: one line each.
-    _echo(error_line(err))
-    sys.exit(EXIT_USAGE)
-
-
-def _echo(line: str) -> None:
-    import click
-
-    click.echo(line, err=True)
-
-
 def capture(argv: list[str]) -> tuple[int, str, str]:
     """Run `rlpatch ARGV` in this process: (exit code, stdout, stderr), as a subprocess would give them.
 
-    The wings that run other commands (`doctor` asks `verify` and `lint`, a `--ray` node runs the
-    local command) go through here rather than importing those commands' wings.
+    A `--ray` node runs the local command through it, handed down in the click context (`cli`):
+    no module but the entry imports the entry.
     """
     import io
     from contextlib import redirect_stderr, redirect_stdout

@@ -1,10 +1,13 @@
 """The exceptions every engine raises, each mapped to an exit code by the CLI, and the one line each
-error becomes on stderr (`error_line`: the entry point's, and doctor's for the commands it runs)."""
+error becomes on stderr (`error_line`: the entry point's, and doctor's for the commands it runs);
+`exit_for` is what the entry point does with whatever reaches it: that line and the exit code."""
 
 from __future__ import annotations
 
 import errno
 import os
+import sys
+from typing import NoReturn
 
 EXIT_OK = 0
 EXIT_REFUSED = 1  # the command understood the request and refused it (anchor, drift, partial state, findings)
@@ -71,3 +74,36 @@ def resource_message(err: BaseException) -> str:
     names = [name for name in (err.filename, err.filename2) if name is not None]
     where = " -> ".join(os.fsdecode(name) for name in names)
     return one_line(f"{where}: {reason}" if where else reason)
+
+
+def exit_for(err: BaseException) -> NoReturn:
+    """The line and the exit code for what reached the entry point (called while `err` is handled)."""
+    click = sys.modules.get("click")  # click's exceptions come from click, which is then imported
+    if isinstance(err, RlpatchError):
+        _echo(error_line(err))
+        sys.exit(err.exit_code)
+    if click is not None and isinstance(err, click.exceptions.Exit):
+        sys.exit(err.exit_code)
+    if click is not None and isinstance(err, click.ClickException):
+        err.show()
+        sys.exit(EXIT_USAGE if err.exit_code == 2 else err.exit_code)
+    if click is not None and isinstance(err, click.exceptions.Abort):
+        _echo("rlpatch: aborted")
+        sys.exit(130)
+    if isinstance(err, KeyboardInterrupt):
+        _echo("rlpatch: interrupted")
+        sys.exit(130)
+    if isinstance(err, BrokenPipeError):
+        sys.exit(0)
+    if not isinstance(err, Exception) or os.environ.get("RLPATCH_DEBUG"):
+        raise  # SystemExit and the like go on; RLPATCH_DEBUG=1 shows the traceback
+    # What the machine or the input's shape ran out of (RecursionError, MemoryError, OSError), not a
+    # bug in one command, and the last line of defence against a traceback: one line each.
+    _echo(error_line(err))
+    sys.exit(EXIT_USAGE)
+
+
+def _echo(line: str) -> None:
+    import click
+
+    click.echo(line, err=True)

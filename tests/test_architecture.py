@@ -44,7 +44,10 @@ def _module_name(path: Path) -> str:
 def _rlpatch_imports(path: Path) -> list[tuple[int, str]]:
     """Every `rlpatch.X` a module imports (absolute or relative), module-level or inside functions."""
     found: list[tuple[int, str]] = []
-    package = _module_name(path) if path.name == "__init__.py" else _module_name(path).rsplit(".", 1)[0]
+    if path.is_relative_to(RULES):  # packaged as `rlpatch.rules`
+        package = ".".join(("rlpatch", "rules", *path.relative_to(RULES).parent.parts))
+    else:
+        package = _module_name(path) if path.name == "__init__.py" else _module_name(path).rsplit(".", 1)[0]
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names if alias.name.split(".")[0] == "rlpatch"]
@@ -105,6 +108,35 @@ def test_imports_follow_the_declared_direction(wing: str) -> None:
                 part = "registry"  # the rules reach the wings only through the registry
             if part not in allowed:
                 bad.append(f"{path.relative_to(ROOT)}:{line} imports {module} ({wing} may import {sorted(allowed)})")
+    assert not bad, "\n".join(bad)
+
+
+ENTRY = "rlpatch.cli"
+# The entry point, and `python -m rlpatch`, which only runs it.
+ENTRY_FILES = {PACKAGE / "cli.py", PACKAGE / "__main__.py"}
+
+
+def _dynamic_imports(path: Path) -> list[tuple[int, str]]:
+    """`importlib.import_module("rlpatch.X")` and `__import__("rlpatch.X")` with a literal name."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if name in ("import_module", "__import__") and isinstance(node.args[0].value, str):
+                found.append((node.lineno, node.args[0].value))
+    return found
+
+
+def test_no_module_imports_the_entry_point_but_the_entry() -> None:
+    """`rlpatch.cli` is the top of the house: the wings, the top-level modules and the rules never
+    import it (a `--ray` node gets the command line handed down in the click context)."""
+    bad = []
+    for path in sorted([*PACKAGE.rglob("*.py"), *RULES.rglob("*.py")]):
+        if path in ENTRY_FILES:
+            continue
+        for line, module in _rlpatch_imports(path) + _dynamic_imports(path):
+            if module == ENTRY or module.startswith(ENTRY + "."):
+                bad.append(f"{path.relative_to(ROOT)}:{line} imports {module}")
     assert not bad, "\n".join(bad)
 
 

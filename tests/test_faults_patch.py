@@ -254,13 +254,13 @@ def test_apply_racing_revert(tmp_path, states):
 def test_lock_survives_its_folder_being_removed(tmp_path):
     """A command waiting for the lock while another removes `.rlpatch/` gets the lock, never
     "cannot open .rlpatch/lock"."""
-    from rlpatch.patch import transaction
+    from rlpatch.patch import lock
 
     tree = _fresh(tmp_path)
     for _ in range(20):
-        with transaction.locked(str(tree)):
+        with lock.locked(str(tree)):
             shutil.rmtree(tree / ".rlpatch")
-        with transaction.locked(str(tree)):
+        with lock.locked(str(tree)):
             assert (tree / ".rlpatch" / "lock").exists()
         shutil.rmtree(tree / ".rlpatch", ignore_errors=True)
 

@@ -19,7 +19,8 @@ from typing import Any, Iterator
 import click
 
 from rlpatch.cluster import report
-from rlpatch.cluster.options import node_argv
+from rlpatch.cluster.node import CommandLine
+from rlpatch.cluster.options import COMMAND_LINE, node_argv
 from rlpatch.errors import EXIT_REFUSED, InputError
 
 INSTALL_HINT = "pip install 'rlpatch[ray]'"
@@ -28,6 +29,7 @@ INSTALL_HINT = "pip install 'rlpatch[ray]'"
 def run_on_cluster(ctx: click.Context) -> int:
     """Run the command of `ctx` on every alive node of the cluster `--ray` names; the exit code."""
     params = ctx.params
+    command_line = ctx.meta[COMMAND_LINE]  # the entry point's runner, sent to each node by reference
     user_env = parse_runtime_env(params.get("ray_runtime_env"))
     command = ctx.info_name or ""
     ray = import_ray()
@@ -36,12 +38,12 @@ def run_on_cluster(ctx: click.Context) -> int:
         timeout = float(params.get("ray_timeout") or 300)
         if command == "apply" and not params.get("dry_run"):
             # First a dry run everywhere: a node that would refuse stops the command before any write.
-            rehearsal = run_everywhere(ray, alive, node_argv(ctx, ("--dry-run",)), timeout)
+            rehearsal = run_everywhere(ray, alive, command_line, node_argv(ctx, ("--dry-run",)), timeout)
             if dead or any(result["status"] != "ok" for result in rehearsal):
                 outcome = report.Outcome(command, address, rehearsal, dead, rehearsal=True)
                 report.show(outcome, params.get("output_format", "text"))
                 return EXIT_REFUSED
-        results = run_everywhere(ray, alive, node_argv(ctx), timeout)
+        results = run_everywhere(ray, alive, command_line, node_argv(ctx), timeout)
     outcome = report.Outcome(command, address, results, dead)
     report.show(outcome, params.get("output_format", "text"))
     return outcome.exit_code
@@ -138,8 +140,10 @@ def cluster_nodes(ray: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]
     return alive, dead
 
 
-def run_everywhere(ray: Any, nodes: list[dict[str, Any]], argv: list[str], timeout: float) -> list[dict[str, Any]]:
-    """One pinned, zero-CPU, never-retried task per node; each node's answer (or why there is none)."""
+def run_everywhere(ray: Any, nodes: list[dict[str, Any]], command_line: CommandLine, argv: list[str],
+                   timeout: float) -> list[dict[str, Any]]:
+    """One pinned, zero-CPU, never-retried task per node, running `argv` through `command_line`; each
+    node's answer (or why there is none)."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     from rlpatch.cluster.node import run_command
@@ -148,7 +152,7 @@ def run_everywhere(ray: Any, nodes: list[dict[str, Any]], argv: list[str], timeo
     refs = {}
     for node in nodes:
         strategy = NodeAffinitySchedulingStrategy(node_id=node["NodeID"], soft=False)
-        refs[node["NodeID"]] = task.options(scheduling_strategy=strategy, num_cpus=0, max_retries=0).remote(argv)
+        refs[node["NodeID"]] = task.options(scheduling_strategy=strategy, num_cpus=0, max_retries=0).remote(command_line, argv)
     ready, _ = ray.wait(list(refs.values()), num_returns=len(refs), timeout=timeout)
     done = set(ready)
     results = []

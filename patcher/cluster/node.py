@@ -1,5 +1,8 @@
 """What runs inside the Ray task on each node: the local command, through the CLI, and who ran it.
 
+The command line is the entry point's in-process runner (`rlpatch.cli.capture`), handed down by the
+entry itself (`api.COMMAND_LINE`) and sent with the task: this wing never imports the entry point.
+
 This module is shipped to every node with `runtime_env` `py_modules`, and the task is pickled by
 reference to it, so each node runs the checker the driver has, not a stale rlpatch of its own. It
 needs only rlpatch's own requirements on the node; the trees are found there (`find_spec` in the
@@ -15,13 +18,15 @@ import socket
 import sys
 from typing import Any, Callable
 
+CommandLine = Callable[[list[str]], tuple[int, str, str]]
+"""`rlpatch ARGV` run in this process: (exit code, stdout, stderr), as a subprocess would give them."""
 
-def run_command(argv: list[str]) -> dict[str, Any]:
+
+def run_command(command_line: CommandLine, argv: list[str]) -> dict[str, Any]:
     """Run `rlpatch ARGV` on this node and return its exit code, parsed JSON output and identity."""
     import rlpatch
-    from rlpatch.cli import capture
 
-    code, out, err = capture(argv)
+    code, out, err = command_line(argv)
     try:
         result: Any = json.loads(out) if out.strip() else None
     except ValueError:

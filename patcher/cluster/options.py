@@ -12,6 +12,9 @@ FORMAT_PARAM = "output_format"
 DEFAULT_TIMEOUT_S = 300.0
 RAY_HELP = "Run the command on every alive node of this Ray cluster (`auto`: the cluster this machine belongs to)."
 TIMEOUT_HELP = "Seconds to wait for every node's answer."
+# The key of click's `ctx.meta` under which the entry point (`rlpatch.cli`) leaves its in-process
+# runner of a command line: each node runs the command through it, and this wing never imports the entry.
+COMMAND_LINE = "rlpatch.command_line"
 
 
 def ray_options(command: Callable[..., Any] | None = None, *, ray_help: str = RAY_HELP,

@@ -15,7 +15,7 @@ from typing import Any
 
 from rlpatch.errors import InputError
 from rlpatch.lint.api import Finding, LintOptions, lint_file
-from rlpatch.output.api import discard, stage
+from rlpatch.output.api import discard, publish, stage
 from rlpatch.shell.api import Span, file_kind
 
 CONFIG_ROLES = ("train", "infer", "infer-prefill", "infer-decode")
@@ -123,9 +123,9 @@ def _moved_back(finding: Finding, scratch: str, folder: str) -> Finding:
 
 
 def write_all(files: dict[str, str], script: str) -> None:
-    """Each file through a temporary file and a rename (a link at an output path is replaced, never
-    written through); the new script gets the original's mode bits. A file that cannot be staged
-    (disk full) leaves no temporary behind and the message names it."""
+    """Each file staged (a temporary beside it, fsynced), then all published by renames (a link at an
+    output path is replaced, never written through); the new script gets the original's mode bits.
+    A file that cannot be staged (disk full) leaves no temporary behind and the message names it."""
     staged: list[tuple[str, str]] = []
     try:
         for index, (path, text) in enumerate(files.items()):
@@ -136,5 +136,4 @@ def write_all(files: dict[str, str], script: str) -> None:
     except OSError as err:
         discard([temporary for temporary, _ in staged])
         raise InputError(f"cannot write {err.filename or 'the output'}: {err.strerror or err} (nothing written)") from None
-    for temporary, path in staged:
-        os.replace(temporary, path)
+    publish(staged)

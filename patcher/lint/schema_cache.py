@@ -15,7 +15,6 @@ import functools
 import importlib
 import importlib.util
 import json
-import os
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -119,14 +118,11 @@ def read_json(path: Path) -> Any:
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    """Write through a temporary file and rename: a concurrent reader never sees half a cache file."""
-    import tempfile  # a cache miss only: a warm lint writes nothing
+    """Written whole or not at all (the output wing's durable write): a concurrent reader never
+    sees half a cache file, and a link at `path` is replaced, never written through."""
+    from rlpatch.output.api import atomic_write  # a cache miss only: a warm lint writes nothing
 
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            json.dump(data, out, separators=(",", ":"))
-        os.replace(temporary, path)
+        atomic_write(path, json.dumps(data, separators=(",", ":")).encode("utf-8"), follow_link=False)
     except OSError:
         pass  # a read-only cache only costs speed

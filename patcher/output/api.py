@@ -4,9 +4,11 @@
   the user named and a file about to be written; a link out of the place is an `InputError` (exit 2,
   nothing written), a link inside it a `LinkInside` whose `note()` the command prints;
 - `is_inside(path, root)`: whether a resolved path stays in a place;
-- `atomic_write(path, data, ...)`: temporary, fsync, rename, folder fsync (`TEMPORARY_SUFFIX` names
-  the temporaries, `fsync_dir` the folder sync); `stage` + `os.replace` (+ `discard` on failure)
-  for several files published together; `atomic_text(path)` for one written piece by piece;
+- `atomic_write(path, data, ...)`: temporary, fsync, rename, folder fsync (`fsync_dir` the folder
+  sync); `stage` each, then `publish` (or `discard` on failure), for several files published
+  together; `atomic_text(path)` for one written piece by piece; `move_over(source, target)` for a
+  copy kept aside put back in one rename; `remove_temporaries(path)`, `remove_temporaries_in(folder)`
+  for what a killed writer left (`TEMPORARY_SUFFIX` names the temporaries);
 - `write_output(path, text)`: an output file the user named, replacing a link instead of writing
   through it; `open_new_log(path)`: a log opened without following a link;
 - `shown(text)`, `shown_lines(lines)`: untrusted text escaped for a terminal (text formats only).
@@ -25,7 +27,11 @@ if TYPE_CHECKING:  # the type checker sees every name; at run time the writers l
                atomic_write,
                discard,
                fsync_dir,
+               move_over,
                open_new_log,
+               publish,
+               remove_temporaries,
+               remove_temporaries_in,
                stage,
                write_output,
     )
@@ -35,8 +41,8 @@ if TYPE_CHECKING:  # the type checker sees every name; at run time the writers l
 # only for `-o`: the durable writes bring tempfile and pathlib (shutil, random, bz2, lzma), a few
 # milliseconds of a pre-commit hook's cold start.
 _LAZY: dict[str, str] = {
-    **dict.fromkeys(("TEMPORARY_SUFFIX", "atomic_text", "atomic_write", "discard", "fsync_dir", "open_new_log", "stage",
-                     "write_output"), "durable"),
+    **dict.fromkeys(("TEMPORARY_SUFFIX", "atomic_text", "atomic_write", "discard", "fsync_dir", "move_over", "open_new_log",
+                     "publish", "remove_temporaries", "remove_temporaries_in", "stage", "write_output"), "durable"),
     **dict.fromkeys(("LinkInside", "is_inside", "links_on_the_way", "refuse_links"), "places"),
 }
 
@@ -55,4 +61,5 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = ["TEMPORARY_SUFFIX", "LinkInside", "atomic_text", "atomic_write", "discard", "fsync_dir", "is_inside", "links_on_the_way",
-           "open_new_log", "refuse_links", "shown", "shown_lines", "stage", "write_output"]
+           "move_over", "open_new_log", "publish", "refuse_links", "remove_temporaries", "remove_temporaries_in", "shown",
+           "shown_lines", "stage", "write_output"]

@@ -5,7 +5,11 @@ renamed over the file, and the folder is fsynced; a failure (disk full, quota, I
 the temporary and raises an OSError naming the file the user knows. Where the file itself is a
 symbolic link, the caller chooses: `follow_link` writes the link's target (a patched tree keeps
 its links, once `places` has checked the target stays inside the tree), otherwise the link is
-replaced by the file (an output file: never a write through a link into its target).
+replaced by the file (an output file: never a write through a link into its target). Several
+files written together are each staged (`stage`), then published in one pass (`publish`). A file
+put back from a copy kept aside (a patch's undo copy) is moved over in one rename (`move_over`),
+and the temporaries a killed writer left are found by their name (`remove_temporaries`,
+`remove_temporaries_in`): every write of rlpatch that must not be seen half-done goes through here.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import errno
 import os
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
@@ -111,19 +115,65 @@ def atomic_write(path: Path | str, data: bytes, mode: int | None = None, owner: 
             mode = info.st_mode if mode is None else mode
     except FileNotFoundError:
         pass
-    try:
-        if make_parents:
+    if make_parents:
+        try:
             path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = stage(path, data, mode, owner)
+        except OSError as err:
+            err.filename = str(path)
+            raise
+    publish([(stage(path, data, mode, owner), path)])
+
+
+def publish(staged: Sequence[tuple[str, Path | str]]) -> None:
+    """Rename each staged temporary (`stage`) over its file, in order, then fsync their folders:
+    files written together appear together, each whole. A link at a file's path is replaced. On
+    failure the temporaries not yet renamed are removed and the OSError names the file."""
+    for index, (temporary, path) in enumerate(staged):
         try:
             os.replace(temporary, path)
-        except OSError:
-            discard([temporary])
+        except OSError as err:
+            discard([later for later, _ in staged[index:]])
+            err.filename = str(path)
             raise
-        fsync_dir(path.parent)
+    synced: set[str] = set()
+    for _, path in staged:
+        folder = os.path.dirname(os.path.abspath(path))
+        if folder not in synced:
+            synced.add(folder)
+            try:
+                fsync_dir(folder)
+            except OSError as err:
+                err.filename = str(path)
+                raise
+
+
+def move_over(source: Path | str, target: Path | str, mode: int | None = None) -> None:
+    """Move `source` over `target` (whose link, if any, is followed) in one rename, durable once it
+    returns: it needs no free space. A target on another file system (a symlinked file) gets an
+    atomic copy of `source` (with `mode`), and `source` is then removed."""
+    real = Path(os.path.realpath(target))
+    try:
+        os.replace(source, real)
     except OSError as err:
-        err.filename = str(path)
-        raise
+        if err.errno != errno.EXDEV:
+            raise
+        atomic_write(real, Path(source).read_bytes(), mode)
+        os.unlink(source)
+    fsync_dir(real.parent)
+
+
+def remove_temporaries(path: Path | str) -> None:
+    """Remove the temporaries a killed writer of `path` (whose link, if any, is followed) left beside it."""
+    real = Path(os.path.realpath(path))
+    escaped = "".join(f"[{char}]" if char in "*?[" else char for char in real.name)
+    for leftover in real.parent.glob(f".{escaped}.*{TEMPORARY_SUFFIX}"):
+        leftover.unlink(missing_ok=True)
+
+
+def remove_temporaries_in(folder: Path | str) -> None:
+    """Remove every temporary a killed writer left in `folder` (not in its subfolders)."""
+    for leftover in Path(folder).glob(f".*{TEMPORARY_SUFFIX}"):
+        leftover.unlink(missing_ok=True)
 
 
 def write_output(path: Path | str, text: str) -> None:

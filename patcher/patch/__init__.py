@@ -2,8 +2,9 @@
 
 Owns what a patch rule is (`rule`: anchors, `Insertion`, `KeywordHoist`, `NewFile`,
 `Gate`), the engine that turns a rule's edits into new file contents, states and reverts
-(`engine`, `edits` with `Wrap`), the crash-safe all-or-nothing writes with their manifest and lock
-(`transaction`), git awareness (`gitinfo`), unified diffs (`difftext`), which rules on which trees
+(`engine`, `edits` with `Wrap`), the crash-safe all-or-nothing writes of a tree (`transaction`, over
+the output wing's durable write), what is applied (`manifest`), the journal and the recovery of an
+interrupted command (`journal`), the tree's lock (`lock`) and the state folder (`statefiles`), git awareness (`gitinfo`), unified diffs (`difftext`), which rules on which trees
 (`selection`, with the frozen options of `options`), the commands' engine without a command line
 (`commands`: apply, verify, revert, diff, returning typed results) and what verify reports
 (`reporting`). `api` is the wing's door: the command line (`cli`) only turns flags into options,

@@ -14,11 +14,13 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from rlpatch.errors import InputError, RefusedError
-from rlpatch.patch import engine, transaction
+from rlpatch.patch import engine, journal, transaction
 from rlpatch.patch.engine import Change, RuleReport, RuleState, Session
+from rlpatch.patch.lock import locked_all
 from rlpatch.patch.options import ApplyOptions, Say, silent
 from rlpatch.patch.reporting import cannot_take_effect, not_applicable_targets, payload, unchecked_packages
 from rlpatch.patch.rule import PatchRule, Target
+from rlpatch.patch.statefiles import state_dir
 
 
 class Outcome(str, Enum):
@@ -132,7 +134,7 @@ class DiffResult:
 
 def verify(targets: Sequence[Target], rules: Sequence[PatchRule], say: Say = silent) -> VerifyResult:
     """The structural state of `rules` on `targets`, after recovering what an interrupted command left."""
-    with transaction.locked_all([target.root for target in targets], create=False) as held:
+    with locked_all([target.root for target in targets], create=False) as held:
         recover(targets, say, held)
         reports = _reports(Session(targets), rules, targets, structural=False)
     return VerifyResult(list(rules), list(targets), reports)
@@ -152,7 +154,7 @@ def apply(targets: Sequence[Target], rules: Sequence[PatchRule], options: ApplyO
     not applicable to its release, and the release does not dump natively: `inert`); RefusedError for dirty git files, InputError for `--commit`
     outside a git checkout (both before any write).
     """
-    with transaction.locked_all([target.root for target in targets], create=not options.dry_run) as held:
+    with locked_all([target.root for target in targets], create=not options.dry_run) as held:
         recover(targets, say, held)
         session = Session(targets)
         reports = _reports(session, rules, targets, structural=True)
@@ -175,7 +177,7 @@ def apply(targets: Sequence[Target], rules: Sequence[PatchRule], options: ApplyO
         writes = engine.writes_for_apply(session, changes)
         for root, checkout in checkouts.items():
             session.manifest(root).git_head = checkout.head()
-            checkout.exclude(transaction.state_dir(root))
+            checkout.exclude(state_dir(root))
         engine.commit_all(session, writes, "apply", say)
         result = ApplyResult(reports, outcomes=_settle(reports, {"absent": ("applied", Outcome.APPLIED_NOW),
                                                                  "partial": ("applied", Outcome.APPLIED_NOW),
@@ -259,7 +261,7 @@ def _commit(session: Session, checkouts: dict[str, Any], commits: dict[str, list
 def revert(targets: Sequence[Target], rules: Sequence[PatchRule], say: Say = silent) -> RevertResult:
     """Take `rules` out of `targets`, restoring files byte for byte; refused (nothing written) when a
     rule's state cannot be told or the engine cannot restore a file."""
-    with transaction.locked_all([target.root for target in targets]) as held:
+    with locked_all([target.root for target in targets]) as held:
         recover(targets, say, held)
         session = Session(targets)
         reports = _reports(session, rules, targets, structural=True)
@@ -309,7 +311,7 @@ def _forget_stale(session: Session, reports: Sequence[RuleReport], writes: dict[
 
 def diff(targets: Sequence[Target], rules: Sequence[PatchRule], say: Say = silent) -> DiffResult:
     """The changes apply would write (or the refusals that stop it); writes nothing."""
-    with transaction.locked_all([target.root for target in targets], create=False) as held:
+    with locked_all([target.root for target in targets], create=False) as held:
         recover(targets, say, held)
         session = Session(targets)
         reports = _reports(session, rules, targets, structural=True)
@@ -332,11 +334,11 @@ def recover(targets: Sequence[Target], say: Say, held: dict[str, bool] | None = 
     """
     for target in targets:
         if held is not None and not held.get(target.root, False):
-            command = transaction.interrupted(target.root)
+            command = journal.interrupted(target.root)
             if command:
                 say(f"rlpatch: interrupted {command} found in {target.root}; run any rlpatch command "
                     "with write access to the tree to roll it back")
             continue
-        recovery = transaction.recover(target.root)
+        recovery = journal.recover(target.root)
         if recovery:
             say(recovery.notice(target.root))

@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING, Callable, Iterable, Literal, Sequence
 
 from rlpatch.errors import InputError
 from rlpatch.patch import transaction
+from rlpatch.patch.manifest import FileRecord, Manifest, sha256
 from rlpatch.patch.rule import AnchorError, NewFile, PatchRule, Target
-from rlpatch.patch.transaction import Manifest, Write, sha256
+from rlpatch.patch.statefiles import STATE_DIR
+from rlpatch.patch.transaction import Write
 
 if TYPE_CHECKING:  # edits (and libcst) are imported only when a file must be parsed
     from rlpatch.patch.edits import Edit
@@ -318,7 +320,7 @@ def writes_for_apply(session: Session, changes: Sequence[Change]) -> dict[str, l
         record = manifest.files.get(change.relative)
         if record is None:
             original = None if change.before is None else sha256(change.before)
-            record = transaction.FileRecord(original, "", change.mode or 0o644, [])
+            record = FileRecord(original, "", change.mode or 0o644, [])
             manifest.files[change.relative] = record
             if change.before is not None:
                 stored = manifest.original_path(change.relative).relative_to(change.root)
@@ -362,7 +364,7 @@ def revert_writes(session: Session, reports: Sequence[RuleReport]) -> tuple[dict
                 raise RefusedError(
                     f"{Path(report.target.root) / plan.relative}: {report.rule.id} is drifted ({plan.detail}); "
                     "reverting would lose your edits to the patch code: restore it or revert that file by hand "
-                    f"(its original is in {transaction.STATE_DIR}/originals/)"
+                    f"(its original is in {STATE_DIR}/originals/)"
                 )
             by_file.setdefault((report.target.root, plan.relative), []).append((report, plan))
     writes: dict[str, list[Write]] = {}
@@ -389,7 +391,7 @@ def revert_writes(session: Session, reports: Sequence[RuleReport]) -> tuple[dict
                 # Removing only the intact statements would leave patch code that no longer runs.
                 raise RefusedError(
                     f"{source.path}: patch code ({', '.join(leftovers)}) remains outside its intact statements; "
-                    f"restore the patch code or revert that file by hand (its original is in {transaction.STATE_DIR}/originals/)"
+                    f"restore the patch code or revert that file by hand (its original is in {STATE_DIR}/originals/)"
                 )
             after, mode = encode_like(source, stripped), source.mode
             if original is not None and after != original and not remaining:
@@ -418,7 +420,7 @@ def commit_all(session: Session, writes: dict[str, list[Write]], command: str, s
         for link in transaction.check_links(root, root_writes):
             say(link.note())
     for root, root_writes in writes.items():
-        transaction.check_writable(root, [w for w in root_writes if not w.relative.startswith(transaction.STATE_DIR)])
+        transaction.check_writable(root, [w for w in root_writes if not w.relative.startswith(STATE_DIR)])
     for root, root_writes in writes.items():
         manifest = session.manifest(root)
         transaction.commit(root, root_writes, manifest, command)

@@ -1,8 +1,16 @@
-"""Checks of the state files rlpatch reads back (`.rlpatch/manifest.json`, `journal.json`).
+"""The state rlpatch keeps next to a tree, and the checks of the state files it reads back.
 
-They are written by rlpatch, but a disk, a hand edit or a copy can damage them: whatever is not
-what rlpatch writes (truncated, wrong types, nested too deep, a path outside the tree) becomes
-`Damaged`, which the caller turns into a one-line error before anything is written.
+Layout of `<root>/.rlpatch/` (kept out of `git status` through `.git/info/exclude`):
+- `lock`: held (flock) for the whole of a command that reads or writes the tree (`lock`);
+- `manifest.json`: which rules are applied to which files, each file's original and patched
+  SHA-256 and mode, the upstream version and git HEAD at apply time (`manifest`);
+- `originals/<path>`: the bytes of each patched file before the first patch (exact revert);
+- `journal.json` + `undo/<path>`: present only while a transaction writes (`transaction`), rolled
+  back by the next command when a kill left them (`journal`).
+
+The state files are written by rlpatch, but a disk, a hand edit or a copy can damage them: whatever
+is not what rlpatch writes (truncated, wrong types, nested too deep, a path outside the tree)
+becomes `Damaged`, which the caller turns into a one-line error before anything is written.
 """
 
 from __future__ import annotations
@@ -11,6 +19,10 @@ import json
 from pathlib import Path
 
 STATE_DIR = ".rlpatch"
+
+
+def state_dir(root: str) -> Path:
+    return Path(root) / STATE_DIR
 
 
 class Damaged(Exception):
