@@ -17,8 +17,8 @@ from __future__ import annotations
 import os
 import re
 
+from rlpatch.lint.config_files import is_config_path
 from rlpatch.lint.engine import FileResult
-from rlpatch.lint.msprobe_family import is_config_path
 
 # `verl` as a word of its own (not `overlay`); `_`, `.`, `/`, `-` and digits may touch it.
 _NAMES_VERL = re.compile(r"(?<![a-z])verl(?![a-z])|actor_rollout_ref|msprobe", re.IGNORECASE)
