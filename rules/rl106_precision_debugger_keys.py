@@ -20,11 +20,11 @@ Set all three: the steps to dump, where to write, and the msprobe config.json.
 
 from __future__ import annotations
 
-from rlpatch.lint.checks import MSPROBE_CONFIG_KEY
 from rlpatch.lint.rule import Case, LintContext, LintRule
+from rlpatch.msprobe_config.api import TRAINING_CONFIG_KEY
 
 _TOOL = "python3 -m verl.trainer.main_ppo \\\n    global_profiler.tool=precision_debugger \\\n"
-_CONFIG = f"    +{MSPROBE_CONFIG_KEY}=msprobe.json"
+_CONFIG = f"    +{TRAINING_CONFIG_KEY}=msprobe.json"
 
 
 class PrecisionDebuggerKeys(LintRule):
@@ -45,7 +45,7 @@ class PrecisionDebuggerKeys(LintRule):
         needed = {
             "global_profiler.steps": "null steps dump nothing",
             "global_profiler.save_path": "dumps go to {save_path}/step_N/{stage}",
-            MSPROBE_CONFIG_KEY: "msprobe needs its config.json",
+            TRAINING_CONFIG_KEY: "msprobe needs its config.json",
         }
         for key, why in needed.items():
             setting = ctx.run.setting(key)

@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import os
 
-from rlpatch.lint import msprobe_family
-from rlpatch.lint.rule import Case, LintContext, LintRule
+from rlpatch.lint.rule import Case, LintContext
+from rlpatch.msprobe_config.api import Problem, references
+from rlpatch.rules._msprobe_config import MsprobeConfigRule
 
 _RUN0 = (
     "python3 -m verl.trainer.main_ppo \\\n"
@@ -38,8 +39,9 @@ _RUN0 = (
 )
 
 
-class MsprobeConfigUnreadable(LintRule):
+class MsprobeConfigUnreadable(MsprobeConfigRule):
     code = "RL501"
+    problems = frozenset({Problem.UNREADABLE, Problem.NOT_CHECKED})
     severity = "error"
     summary = "msprobe config.json is missing, not JSON or cannot be read"
 
@@ -58,9 +60,7 @@ class MsprobeConfigUnreadable(LintRule):
 
     def check(self, ctx: LintContext) -> None:
         self.check_missing(ctx)
-        for problem in msprobe_family.run_findings(ctx):
-            if problem.code == self.code:
-                ctx.report(problem.message, at=problem.at, severity=problem.severity, related=problem.related)
+        super().check(ctx)
 
     def check_missing(self, ctx: LintContext) -> None:
         """A referenced config that is not on this machine. An error when it cannot be anywhere else:
@@ -68,7 +68,7 @@ class MsprobeConfigUnreadable(LintRule):
         warning otherwise, with the path the linter tried: a relative path resolves against each Ray
         worker's working directory at run time, and an absolute one may exist only on the cluster."""
         base = os.path.abspath(ctx.options.config_root or os.path.dirname(ctx.run.file) or ".")
-        for reference in msprobe_family.references(ctx.run):
+        for reference in references(ctx.run):
             path = ctx.resolve_path(reference.text)
             if os.path.isfile(path):
                 continue

@@ -26,8 +26,9 @@ Use a value msprobe accepts; the message says which.
 
 from __future__ import annotations
 
-from rlpatch.lint import msprobe_family
-from rlpatch.lint.rule import Case, LintContext, LintRule
+from rlpatch.lint.rule import Case
+from rlpatch.msprobe_config.api import Problem
+from rlpatch.rules._msprobe_config import MsprobeConfigRule
 
 _RUN0 = (
     "python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm \\\n"
@@ -35,8 +36,9 @@ _RUN0 = (
 )
 
 
-class MsprobeConfigValue(LintRule):
+class MsprobeConfigValue(MsprobeConfigRule):
     code = "RL502"
+    problems = frozenset({Problem.REJECTED_VALUE})
     severity = "error"
     summary = "msprobe config.json field with a value msprobe rejects"
 
@@ -46,8 +48,3 @@ class MsprobeConfigValue(LintRule):
     INVALID = (
         Case(_RUN0, files={"dump.json": '{\n  "task": "tensor",\n  "dump_path": "/tmp/d",\n  "async_dump": "false"\n}\n'}, expect=[(4, 17)]),
     )
-
-    def check(self, ctx: LintContext) -> None:
-        for problem in msprobe_family.run_findings(ctx):
-            if problem.code == self.code:
-                ctx.report(problem.message, at=problem.at, severity=problem.severity, related=problem.related)

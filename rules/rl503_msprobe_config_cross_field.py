@@ -25,8 +25,9 @@ Change one of the two fields as the message says.
 
 from __future__ import annotations
 
-from rlpatch.lint import msprobe_family
-from rlpatch.lint.rule import Case, LintContext, LintRule
+from rlpatch.lint.rule import Case
+from rlpatch.msprobe_config.api import Problem
+from rlpatch.rules._msprobe_config import MsprobeConfigRule
 
 _RUN0 = (
     "python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm \\\n"
@@ -34,8 +35,9 @@ _RUN0 = (
 )
 
 
-class MsprobeConfigCrossField(LintRule):
+class MsprobeConfigCrossField(MsprobeConfigRule):
     code = "RL503"
+    problems = frozenset({Problem.REJECTED_COMBINATION})
     severity = "error"
     summary = "msprobe config.json cross-field rule broken"
 
@@ -45,8 +47,3 @@ class MsprobeConfigCrossField(LintRule):
     INVALID = (
         Case(_RUN0, files={"dump.json": '{"task": "statistics", "dump_path": "/tmp/d",\n "level": "L2"}\n'}, expect=[(2, 11)]),
     )
-
-    def check(self, ctx: LintContext) -> None:
-        for problem in msprobe_family.run_findings(ctx):
-            if problem.code == self.code:
-                ctx.report(problem.message, at=problem.at, severity=problem.severity, related=problem.related)

@@ -28,8 +28,9 @@ An absolute `dump_path` of plain ASCII letters, digits and `_ . : / -`, and a co
 
 from __future__ import annotations
 
-from rlpatch.lint import msprobe_family
-from rlpatch.lint.rule import Case, LintContext, LintRule
+from rlpatch.lint.rule import Case
+from rlpatch.msprobe_config.api import Problem
+from rlpatch.rules._msprobe_config import MsprobeConfigRule
 
 _RUN0 = (
     "python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm \\\n"
@@ -37,8 +38,9 @@ _RUN0 = (
 )
 
 
-class MsprobeConfigPaths(LintRule):
+class MsprobeConfigPaths(MsprobeConfigRule):
     code = "RL504"
+    problems = frozenset({Problem.REJECTED_PATH, Problem.NO_DUMP_PATH, Problem.RELATIVE_DUMP_PATH})
     severity = "error"
     summary = "msprobe config.json path rules (dump_path characters and length, config file name)"
 
@@ -48,8 +50,3 @@ class MsprobeConfigPaths(LintRule):
     INVALID = (
         Case(_RUN0, files={"dump.json": '{"task": "statistics",\n "dump_path": "/data/my dump", "level": "mix"}\n'}, expect=[(2, 15)]),
     )
-
-    def check(self, ctx: LintContext) -> None:
-        for problem in msprobe_family.run_findings(ctx):
-            if problem.code == self.code:
-                ctx.report(problem.message, at=problem.at, severity=problem.severity, related=problem.related)

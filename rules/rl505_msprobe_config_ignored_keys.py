@@ -22,8 +22,9 @@ Fix the key's spelling, or put the options in the section of the config's `task`
 
 from __future__ import annotations
 
-from rlpatch.lint import msprobe_family
-from rlpatch.lint.rule import Case, LintContext, LintRule
+from rlpatch.lint.rule import Case
+from rlpatch.msprobe_config.api import Problem
+from rlpatch.rules._msprobe_config import MsprobeConfigRule
 
 _RUN0 = (
     "python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm \\\n"
@@ -31,8 +32,9 @@ _RUN0 = (
 )
 
 
-class MsprobeConfigIgnoredKeys(LintRule):
+class MsprobeConfigIgnoredKeys(MsprobeConfigRule):
     code = "RL505"
+    problems = frozenset({Problem.IGNORED_KEY})
     severity = "warning"
     summary = "msprobe config.json keys or sections msprobe ignores silently"
 
@@ -42,8 +44,3 @@ class MsprobeConfigIgnoredKeys(LintRule):
     INVALID = (
         Case(_RUN0, files={"dump.json": '{"task": "tensor", "dump_path": "/tmp/d", "level": "mix",\n "statistics": {"scope": []}}\n'}, expect=[(2, 2)]),
     )
-
-    def check(self, ctx: LintContext) -> None:
-        for problem in msprobe_family.run_findings(ctx):
-            if problem.code == self.code:
-                ctx.report(problem.message, at=problem.at, severity=problem.severity, related=problem.related)

@@ -21,8 +21,9 @@ nothing says so. Use `[]` (all ranks) or ranks that exist.
 
 from __future__ import annotations
 
-from rlpatch.lint import msprobe_family
-from rlpatch.lint.rule import Case, LintContext, LintRule
+from rlpatch.lint.rule import Case
+from rlpatch.msprobe_config.api import Problem
+from rlpatch.rules._msprobe_config import MsprobeConfigRule
 
 _RUN0 = (
     "python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm trainer.n_gpus_per_node=8 trainer.nnodes=1 \\\n"
@@ -30,8 +31,9 @@ _RUN0 = (
 )
 
 
-class MsprobeConfigRankOutsideRun(LintRule):
+class MsprobeConfigRankOutsideRun(MsprobeConfigRule):
     code = "RL506"
+    problems = frozenset({Problem.RANK_OUTSIDE_RUN})
     severity = "warning"
     summary = "msprobe config.json rank list that no rank of this run is in"
 
@@ -41,8 +43,3 @@ class MsprobeConfigRankOutsideRun(LintRule):
     INVALID = (
         Case(_RUN0, files={"dump.json": '{"task": "statistics", "dump_path": "/tmp/d", "level": "mix",\n "rank": [8]}\n'}, expect=[(2, 10)]),
     )
-
-    def check(self, ctx: LintContext) -> None:
-        for problem in msprobe_family.run_findings(ctx):
-            if problem.code == self.code:
-                ctx.report(problem.message, at=problem.at, severity=problem.severity, related=problem.related)

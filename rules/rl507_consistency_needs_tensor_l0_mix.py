@@ -33,8 +33,9 @@ The config is read by rlpatch's engine patch and by vLLM-Ascend, under every tra
 
 from __future__ import annotations
 
-from rlpatch.lint import msprobe_family
-from rlpatch.lint.rule import Case, LintContext, LintRule
+from rlpatch.lint.rule import Case
+from rlpatch.msprobe_config.api import Problem
+from rlpatch.rules._msprobe_config import MsprobeConfigRule
 
 _RUN0 = (
     "export DUMP_ON=1 PROMPTS_ONLY=1\npython3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm \\\n"
@@ -42,8 +43,9 @@ _RUN0 = (
 )
 
 
-class ConsistencyNeedsTensorDumps(LintRule):
+class ConsistencyNeedsTensorDumps(MsprobeConfigRule):
     code = "RL507"
+    problems = frozenset({Problem.TASK_UNFIT_FOR_CONSISTENCY})
     severity = "error"
     modes = frozenset({"consistency"})
     summary = "consistency mode needs task tensor (statistics: Megatron only, summaries only)"
@@ -60,8 +62,3 @@ class ConsistencyNeedsTensorDumps(LintRule):
         Case(_RUN0, files={"dump.json": '{"task": "acc_check", "dump_path": "/tmp/d", "level": "L0"}\n'},
              expect=[(1, 10)]),
     )
-
-    def check(self, ctx: LintContext) -> None:
-        for problem in msprobe_family.run_findings(ctx):
-            if problem.code == self.code:
-                ctx.report(problem.message, at=problem.at, severity=problem.severity, related=problem.related)

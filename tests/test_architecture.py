@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import configparser
+import re
 from pathlib import Path
 
 import pytest
@@ -205,3 +206,58 @@ def test_long_source_files_were_looked_at() -> None:
                             "the file in LONG_FILES_LOOKED_AT with why it is one responsibility: " + ", ".join(unreviewed))
     stale = sorted(set(LONG_FILES_LOOKED_AT) - set(long))
     assert not stale, f"LONG_FILES_LOOKED_AT lists files that are no longer long (remove them): {stale}"
+
+
+# ---- domain wings pulled out of the lint engine (issue 31): typed findings, codes stated in the rules
+# A domain wing knows its subject (msprobe's config.json) and answers in typed findings; the lint rules
+# map those to their codes. Neither the wing nor the lint engine states a code of the family; a rule
+# reaches the wing only through its `api`.
+DOMAIN_WINGS: dict[str, str] = {"msprobe_config": "RL5"}  # wing -> the code family its findings feed
+_CODE = re.compile(r"\bRL\d{3}\b")
+
+
+@pytest.mark.parametrize("wing", sorted(DOMAIN_WINGS))
+def test_domain_wings_never_name_a_lint_code(wing: str) -> None:
+    named = [f"{path.relative_to(ROOT)}:{number}: {line.strip()}" for path in sorted((PACKAGE / wing).rglob("*.py"))
+             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if _CODE.search(line)]
+    assert not named, "a domain wing answers in typed findings, never in lint codes:\n" + "\n".join(named)
+
+
+def _code_literals(path: Path) -> list[tuple[int, str]]:
+    """Every string constant of a module that is exactly a lint code (docstrings and messages that
+    mention a code in prose are not)."""
+    return [(node.lineno, node.value) for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and _CODE.fullmatch(node.value)]
+
+
+@pytest.mark.parametrize("family", sorted(set(DOMAIN_WINGS.values())))
+def test_each_code_of_a_domain_family_is_stated_once_in_its_rule(family: str) -> None:
+    stated: dict[str, list[str]] = {}
+    for path in sorted([*PACKAGE.rglob("*.py"), *RULES.glob("*.py")]):
+        for line, code in _code_literals(path):
+            if code.startswith(family):
+                stated.setdefault(code, []).append(f"{path.relative_to(ROOT)}:{line}")
+    rules = {path.stem.split("_", 1)[0].upper(): path for path in RULES.glob("rl*.py")}
+    assert {code for code in rules if code.startswith(family)} <= set(stated), "every rule states its own code"
+    elsewhere = {code: places for code, places in stated.items()
+                 if len(places) != 1 or not places[0].startswith(f"{rules[code].relative_to(ROOT)}:")}
+    assert not elsewhere, f"each {family}xx code is stated once, in its rule module: {elsewhere}"
+
+
+@pytest.mark.parametrize("wing", sorted(DOMAIN_WINGS))
+def test_rules_reach_domain_wings_only_through_their_api(wing: str) -> None:
+    bad = [f"{path.relative_to(ROOT)}:{line} imports {module}; use rlpatch.{wing}.{WING_DOOR}"
+           for path in sorted(RULES.glob("*.py")) for line, module in _rule_imports(path)
+           if module.split(".")[1:2] == [wing] and module.split(".")[2:] != [WING_DOOR]]
+    assert not bad, "\n".join(bad)
+
+
+def _rule_imports(path: Path) -> list[tuple[int, str]]:
+    """Every `rlpatch.X` module a rule module imports (the rules are the package `rlpatch.rules`)."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names if alias.name.startswith("rlpatch.")]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("rlpatch."):
+            found += [(node.lineno, _submodule(node.module or "", alias.name)) for alias in node.names]
+    return found

@@ -27,9 +27,9 @@ from hypothesis import strategies as st
 
 from rlpatch.lint.config import KNOWN_KEYS, find_config
 from rlpatch.lint.engine import lint_path, select_rules
-from rlpatch.lint.jsonpos import parse
-from rlpatch.lint.msprobe_config import MAX_CONFIG_BYTES, check_file, check_text
 from rlpatch.lint.rule import LintOptions
+from rlpatch.msprobe_config.api import MAX_CONFIG_BYTES, Problem, check_file, check_text
+from rlpatch.msprobe_config.jsonpos import parse
 from rlpatch.shell.api import SourceFile, evaluate_source
 from rlpatch.shell.pieces import MAX_ELEMENTS, MAX_VALUE_SIZE, word_size
 from rlpatch.shell.source import MAX_SCRIPT_BYTES
@@ -191,7 +191,7 @@ def test_a_config_that_grows_past_the_limit_while_read_is_bounded(tmp_path: Path
     path = tmp_path / "c.json"
     path.write_bytes(b" " * (MAX_CONFIG_BYTES + 5))
     findings = check_file(path)
-    assert [(f.code, f.severity) for f in findings] == [("RL501", "warning")]
+    assert [(f.problem, f.severity) for f in findings] == [(Problem.NOT_CHECKED, "warning")]
 
 
 # ---- 9: deep nesting, wrong types, bad options: one line, exit 2 ----------------------------------------
@@ -424,7 +424,7 @@ def test_msprobe_configs_of_any_shape_give_findings_never_exceptions(config: dic
                 max_size=40), st.integers(0, 2500), st.sampled_from(KEYS))
 def test_json_nested_at_any_depth_never_crashes_the_readers(shapes: list[str], repeat: int, key: str) -> None:
     """Random nesting (up to tens of thousands deep) under any key: jsonpos gives positions or a JsonError,
-    the config checker findings (RL501 when Python's json cannot read it, as msprobe's json.load cannot)."""
+    the config checker findings (UNREADABLE when Python's json cannot read it, as msprobe's json.load cannot)."""
     inner = "0"
     for index in range(repeat + len(shapes)):
         inner = shapes[index % len(shapes)] % inner

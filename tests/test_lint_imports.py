@@ -3,6 +3,7 @@ commands (without `--ray`) import ray, msprobe or torch."""
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 import textwrap
@@ -75,9 +76,8 @@ def test_gen_help_imports_the_linter_api_only() -> None:
     assert "API True" in out.stdout and "BAD []" in out.stdout, out.stdout + out.stderr
 
 
-def test_lint_start_leaves_the_wheel_cache_and_the_probes_unloaded(tmp_path) -> None:
-    """`rlpatch.upstream.api` names its heavier parts lazily: a lint of a script without a dump (a
-    pre-commit hook's common case) loads `Version`, not the wheel cache, the target probe or zipfile."""
+def _loaded_by_a_plain_lint(tmp_path, modules: tuple[str, ...]) -> list[str]:
+    """Which of `modules` a lint of a script without a dump (a pre-commit hook's common case) loads."""
     script = tmp_path / "run.sh"
     script.write_text("python3 -m verl.trainer.main_ppo trainer.nnodes=1\n")
     code = textwrap.dedent(f"""
@@ -87,11 +87,18 @@ def test_lint_start_leaves_the_wheel_cache_and_the_probes_unloaded(tmp_path) -> 
             main(["lint", "--no-config", {str(script)!r}])
         except SystemExit:
             pass
-        heavy = ("rlpatch.upstream.wheelcache", "rlpatch.upstream.target_probe", "rlpatch.upstream.targets", "zipfile")
-        print("BAD", sorted(m for m in sys.modules if m in heavy))
+        print("LOADED", sorted(m for m in sys.modules if m in {modules!r}))
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert "BAD []" in out.stdout, out.stdout + out.stderr
+    assert "LOADED " in out.stdout, out.stdout + out.stderr
+    return ast.literal_eval(out.stdout.split("LOADED ", 1)[1].splitlines()[0])
+
+
+def test_lint_start_leaves_the_wheel_cache_and_the_probes_unloaded(tmp_path) -> None:
+    """`rlpatch.upstream.api` names its heavier parts lazily: a lint of a script without a dump (a
+    pre-commit hook's common case) loads `Version`, not the wheel cache, the target probe or zipfile."""
+    heavy = ("rlpatch.upstream.wheelcache", "rlpatch.upstream.target_probe", "rlpatch.upstream.targets", "zipfile")
+    assert _loaded_by_a_plain_lint(tmp_path, heavy) == []
 
 
 def test_a_plain_lint_starts_without_click_or_the_writers(tmp_path) -> None:
@@ -112,3 +119,12 @@ def test_a_plain_lint_starts_without_click_or_the_writers(tmp_path) -> None:
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert "BAD []" in out.stdout, out.stdout + out.stderr
+
+
+def test_a_lint_without_an_msprobe_config_never_loads_the_config_checker(tmp_path) -> None:
+    """The RL5xx rules name their kinds of problem (`rlpatch.msprobe_config.api`: the enum and the
+    references, both light) when they load; the checker, its records and the JSON reader wait for a
+    script that names a config file that is there."""
+    rules = ("rlpatch.rules.rl502_msprobe_config_value", "rlpatch.msprobe_config.api")
+    heavy = ("rlpatch.msprobe_config.checker", "rlpatch.msprobe_config.schema", "rlpatch.msprobe_config.jsonpos")
+    assert _loaded_by_a_plain_lint(tmp_path, rules + heavy) == sorted(rules)

@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from rlpatch.lint.msprobe_config import check_file, is_valid
-from rlpatch.lint.msprobe_schema import Options
+from rlpatch.msprobe_config.api import CheckOptions, Problem, check_file, is_valid
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -69,14 +68,14 @@ def test_rlpatch_verdict_equals_msprobe(judged: tuple, monkeypatch: pytest.Monke
     monkeypatch.chdir(root)  # relative dump paths resolve where the judge ran
     disagreements = []
     for name, path in cases:
-        findings = check_file(path, Options(npu=False))
+        findings = check_file(path, CheckOptions(npu=False))
         # Alone, a config without dump_path is an info (verl's precision_debugger tool passes its own
         # dump_path); the finding says msprobe refuses it anywhere else, which is what the judge does here.
-        no_dump_path = any(f.code == "RL504" and f.message.startswith("no dump_path") for f in findings)
+        no_dump_path = any(f.problem is Problem.NO_DUMP_PATH for f in findings)
         ours = is_valid(findings) and not no_dump_path
         truth = verdicts[str(path)]
         if ours != truth["valid"]:
-            errors = [f"{f.code} {f.message}" for f in findings if f.severity == "error"]
+            errors = [f"{f.problem.value} {f.message}" for f in findings if f.severity == "error"]
             disagreements.append(f"{name}: msprobe {truth['valid']} ({truth['error']}) rlpatch {ours} {errors}")
     assert not disagreements, "\n".join(disagreements)
 

@@ -22,11 +22,10 @@ from rlpatch.dumps.layout import StepDir, Tree, scan
 from rlpatch.dumps.processes import process_findings
 from rlpatch.dumps.scoping import rows_summary, scoped_request, scoping_problems
 from rlpatch.errors import InputError
-from rlpatch.shell.api import INFERENCE_DUMP_KEYS, NEWEST_VERL, ROLLOUT, Run, script_runs
+from rlpatch.msprobe_config.api import references
+from rlpatch.shell.api import NEWEST_VERL, ROLLOUT, Run, script_runs
 
 MODES = ("training", "inference", "consistency")
-TRAINING_CONFIG_KEY = "global_profiler.global_tool_config.precision_debugger.config_path"
-ACTOR_CONFIG_ENV = "MSPROBE_ACTOR_CONFIG"
 
 
 @dataclass
@@ -63,10 +62,9 @@ def expectation_from_script(path: str, mode: str | None, side: str) -> Expectati
     found = Expectation(mode=mode or (run.mode if run.mode != "none" else None))
     if side == "training":
         found.ranks = _range(run.world_size())
-        config = _config_reference(run, [TRAINING_CONFIG_KEY], ACTOR_CONFIG_ENV)
     else:
         found.ranks = _range(run.setting(f"{ROLLOUT}.tensor_model_parallel_size").as_int())
-        config = _config_reference(run, list(INFERENCE_DUMP_KEYS), None)
+    config = _config_reference(run, side)
     if config is not None:
         _apply_config(found, _resolve(config, path), side == "training" and run.training_tool)
     return found
@@ -76,13 +74,15 @@ def _range(size: int | None) -> list[int] | None:
     return None if size is None or size <= 0 else list(range(size))
 
 
-def _config_reference(run: Run, keys: list[str], env: str | None) -> str | None:
-    for key in keys:
-        setting = run.setting(key)
-        if setting.is_set and setting.known and not setting.is_null() and setting.value:
-            return setting.value.strip()
-    var = run.env.get(env) if env else None
-    return var.text.strip() if var is not None and var.text else None
+def _config_reference(run: Run, side: str) -> str | None:
+    """The msprobe config the run names for `side`: verl's precision_debugger config_path, else
+    MSPROBE_ACTOR_CONFIG (training); the first inference dump override (inference)."""
+    for reference in references(run):
+        if side == "training" and reference.role in ("training", "actor"):
+            return reference.text
+        if side != "training" and reference.role == "inference" and not reference.from_env:
+            return reference.text
+    return None
 
 
 def _resolve(config: str, script: str) -> str:

@@ -5,7 +5,8 @@ config files it writes, the placement of the new overrides at the end of the rea
 command, what one run does (`api`: `generate_collection`) and its command line (`cli`). It reads the
 original script only through the front end (`rlpatch.shell`: the same parse, evaluation and run
 model as `lint`) and checks what it wrote with the linter's api (`rlpatch.lint.api`: options,
-findings, the composed verl config); it may import the upstream facts.
+findings, the composed verl config), names the msprobe configs with the msprobe config wing's api,
+and may import the upstream facts.
 """
 
-MAY_IMPORT: tuple[str, ...] = ("errors", "output", "lint", "upstream", "shell")
+MAY_IMPORT: tuple[str, ...] = ("errors", "output", "lint", "upstream", "shell", "msprobe_config")

@@ -34,6 +34,7 @@ from rlpatch.gen.modes import (
 )
 from rlpatch.gen.plan import ApplyStep, Facts, Plan
 from rlpatch.gen.size import dump_size_notes, refuse_replica_over_one_card
+from rlpatch.msprobe_config.api import ACTOR_CONFIG_ENV
 from rlpatch.shell.api import ACTOR, REF, ROLLOUT
 from rlpatch.upstream.api import Version
 
@@ -268,7 +269,7 @@ def _env_and_configs(plan: Plan, facts: Facts, request: Request, folder: str) ->
     plan.export("DUMP_ON", "1", "switches the engine patch's dump on")
     plan.export("PROMPTS_ONLY", "1", "training recomputes log-probs on the prompts only (pairs with the prefill)")
     plan.export("DUMP_PHASE", phase, "which training phase the engine patch dumps")
-    plan.export("MSPROBE_ACTOR_CONFIG", train_path, "the training side's msprobe config", shell_value=train_shell)
+    plan.export(ACTOR_CONFIG_ENV, train_path, "the training side's msprobe config", shell_value=train_shell)
     force_eager(plan, facts)
     vllm_dump(plan, facts, request, folder, steps, "infer", dispatch_logger=True)
     neutralise_sglang(plan, facts)

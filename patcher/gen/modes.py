@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from rlpatch.errors import InputError
 from rlpatch.gen.bounds import bound_inference_run
 from rlpatch.gen.plan import ApplyStep, ConfigFile, Facts, Plan
+from rlpatch.msprobe_config.api import SGLANG_CONFIG_ENV_PREFIX, TRAINING_CONFIG_KEY
 from rlpatch.shell.api import ACTOR, REF, ROLLOUT
 from rlpatch.upstream.api import Version
 
@@ -97,7 +98,7 @@ def plan_training(facts: Facts, request: Request, folder: str) -> Plan:
              replaces=other_value(facts, "global_profiler.tool", "precision_debugger"))
     plan.add("global_profiler.steps", _list(steps), "global steps to dump (verl counts from 1; null dumps nothing)")
     plan.add("global_profiler.save_path", save_path, "dumps land in save_path/step_N/STAGE/")
-    plan.add("global_profiler.global_tool_config.precision_debugger.config_path", path,
+    plan.add(TRAINING_CONFIG_KEY, path,
              "the msprobe config (absolute: each Ray worker has its own working directory)", shell_value=shell_path)
     plan.add("global_profiler.global_tool_config.precision_debugger.stages", _list(stages),
              "only these stages are annotated in verl 0.8.0 to 0.9.1")
@@ -247,7 +248,7 @@ def sglang_dump(plan: Plan, facts: Facts, request: Request, folder: str, steps: 
         dump_path = f"{request.dump_root}/{role}"
         path, shell_path = with_config(plan, msprobe_config(request, role, steps, dump_path), folder)
         plan.dump_dirs[role] = dump_path
-        plan.export(f"MSPROBE_SGLANG_CONFIG{suffix}", path, f"read by rlpatch's ModelRunner patch (SGLang {version})",
+        plan.export(f"{SGLANG_CONFIG_ENV_PREFIX}{suffix}", path, f"read by rlpatch's ModelRunner patch (SGLang {version})",
                     shell_value=shell_path)
         plan.dumps.append(f"inference: {dump_path}/step{{N}}/rank{{R}}/ (SGLang{suffix.lower().replace('_', ' ')})")
     if disaggregated:

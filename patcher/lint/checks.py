@@ -136,16 +136,13 @@ def related_of(*settings: Setting) -> list:
     return spans
 
 
-MSPROBE_CONFIG_KEY = "global_profiler.global_tool_config.precision_debugger.config_path"
-
-
 def msprobe_configs(ctx: LintContext, roles: tuple[str, ...] = ("training", "inference", "actor")) -> list[tuple]:
     """The msprobe config.json files this run references that can be read and parsed as a JSON object:
     (role, span of the reference, path, data, text). Roles: `training` (verl's precision_debugger
     config_path, when that tool is on), `inference` (the vLLM/SGLang dump key, or the SGLang patch's
     `MSPROBE_SGLANG_CONFIG*`), `actor` (MSPROBE_ACTOR_CONFIG, consistency). The references are
-    `rlpatch.lint.msprobe_family.references`, the ones RL5xx reads."""
-    from rlpatch.lint.msprobe_family import references
+    `rlpatch.msprobe_config.api.references`, the ones RL5xx reads."""
+    from rlpatch.msprobe_config.api import references
 
     run = ctx.run
     found = []

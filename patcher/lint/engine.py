@@ -234,7 +234,7 @@ def lint_path(path: str, options: LintOptions, rules: Rules, stdin_text: bytes |
 
 
 def _lint_path(path: str, options: LintOptions, rules: Rules, stdin_text: bytes | None) -> FileResult:
-    from rlpatch.lint.msprobe_family import is_config_path, lint_config_file
+    from rlpatch.lint.config_files import is_config_path, lint_config_file
 
     try:
         if is_config_path(path):  # an msprobe config.json given directly: RL5xx on the file alone

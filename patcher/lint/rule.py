@@ -312,7 +312,7 @@ class _Reporter:
         import json  # here: most scripts reference no JSON file
 
         from rlpatch.errors import InputError
-        from rlpatch.lint.msprobe_config import read_config
+        from rlpatch.msprobe_config.api import read_config
 
         try:  # a regular file within the config size limit only: a FIFO would block, /dev/zero never ends
             text = read_config(path).decode("utf-8")

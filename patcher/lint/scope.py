@@ -17,8 +17,8 @@ from __future__ import annotations
 import os
 import re
 
+from rlpatch.lint.config_files import is_config_path
 from rlpatch.lint.engine import FileResult
-from rlpatch.lint.msprobe_family import is_config_path
 
 # `verl` as a word of its own (not `overlay`); `_`, `.`, `/`, `-` and digits may touch it. Compiled
 # (and kept by `re`) on first use: only --skip-non-verl asks, and this module is on every lint's start.

@@ -9,7 +9,8 @@ fsynced) that the patch transactions (their undo copies and recovery too), the l
 cache, gen's outputs and the dumps reports share (`durable`): the one durable-write module; and how the text formats
 show strings that come from outside (request ids, module names, a hostile script's words, a target
 interpreter's errors): escaped, so that they neither forge lines nor reach the terminal as escapes
-(`printable`). It imports only the standard library and `rlpatch.errors`, so every wing may depend on it.
+(`printable`). It imports only the standard library, `rlpatch.errors` and the root package's lazy door
+(`rlpatch.lazy_getattr`), so every wing may depend on it.
 """
 
 MAY_IMPORT: tuple[str, ...] = ("errors",)

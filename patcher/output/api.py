@@ -16,8 +16,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from rlpatch import lazy_getattr
 from rlpatch.output.printable import shown, shown_lines
 
 if TYPE_CHECKING:  # the type checker sees every name; at run time the writers load on first use
@@ -47,17 +48,7 @@ _LAZY: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """Load a name of `_LAZY` from its module on first use (PEP 562), then keep it here."""
-    try:
-        module_name = _LAZY[name]
-    except KeyError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-    import importlib
-
-    value = getattr(importlib.import_module(f"rlpatch.output.{module_name}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(globals(), _LAZY)
 
 
 __all__ = ["TEMPORARY_SUFFIX", "LinkInside", "atomic_text", "atomic_write", "discard", "fsync_dir", "is_inside", "links_on_the_way",

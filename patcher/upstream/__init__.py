@@ -5,8 +5,8 @@ Owns version parsing (`versions`), the released-wheel cache used by tests and `-
 one script run inside a target interpreter, for the linter, the patch commands and doctor), the tree a
 patch command acts on (`targets`: `Target`, `Package`, `imported_target`) and the run-time switches
 rlpatch's patches add to a tree (`switches`: read by the inserted code and by the linter
-alike). Everything here is plain data about upstream trees; it imports nothing but the standard library and `rlpatch.errors`,
-so every wing may depend on it.
+alike). Everything here is plain data about upstream trees; it imports nothing but the standard library,
+`rlpatch.errors` and the root package's lazy door (`rlpatch.lazy_getattr`), so every wing may depend on it.
 """
 
 MAY_IMPORT: tuple[str, ...] = ("errors",)

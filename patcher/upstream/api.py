@@ -27,8 +27,9 @@ Everything here is plain data about upstream trees and costs only the standard l
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from rlpatch import lazy_getattr
 from rlpatch.upstream.switches import DUMP_PHASES, TRUTHY, env_is_on, is_on, py_tuple
 from rlpatch.upstream.versions import Version
 
@@ -74,17 +75,7 @@ _LAZY: dict[str, tuple[str, str]] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """Load a name of `_LAZY` from its module on first use (PEP 562), then keep it here."""
-    try:
-        module_name, attribute = _LAZY[name]
-    except KeyError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-    import importlib
-
-    value = getattr(importlib.import_module(f"rlpatch.upstream.{module_name}"), attribute)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(globals(), _LAZY)
 
 
 __all__ = [

@@ -1,20 +1,24 @@
-"""What mindstudio-probe 26.2 accepts in a `config.json`, and the walker every RL5xx check uses.
+"""What mindstudio-probe 26.2 accepts in a `config.json`, and the walker every check uses.
 
 The vocabulary msprobe validates against (tasks, levels, precisions, summary and data modes, the
 keys of the top level and of each task section, the full API/module name patterns of a scope, the
-path pattern and limits), the records of a check (`ConfigFinding`, the run's `Options`, the
-`Effective` task/level/section after msprobe's defaults), `ConfigWalker` (one document, one file:
-turns a JSON path into a positioned finding), and the element checks both the value checks
-(`msprobe_config`) and the rule checks (`msprobe_rules`) share. Nothing here imports msprobe.
+path pattern and limits), the records of a check (`ConfigFinding`, what the run adds in
+`CheckOptions`, the `Effective` task/level/section after msprobe's defaults), `ConfigWalker` (one
+document, one file: turns a JSON path into a positioned finding of one `Problem` kind), and the
+element checks both the value checks (`checker`) and the checks beyond one value (`cross_checks`)
+share. Nothing here imports msprobe.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-from rlpatch.lint.jsonpos import Document, Path, Span
+from rlpatch.msprobe_config.api import Problem
+from rlpatch.msprobe_config.jsonpos import Document, Path, Span
+
+Severity = Literal["error", "warning", "info"]
 
 TASKS_ACCEPTED = ("tensor", "statistics", "acc_check", "structure", "diff_check", "exception_dump", "nan_check")
 TORCH_TASKS = ("tensor", "statistics", "acc_check", "structure", "diff_check", "nan_check")
@@ -49,15 +53,14 @@ SECTION_KEYS: dict[str, frozenset[str]] = {
     "structure": frozenset({"scope", "list", "data_mode"}),
     "acc_check": frozenset({"white_list", "black_list", "error_data_path", "scope", "list", "data_mode"}),
 }
-MODES = ("training", "inference", "consistency")
 
 
 @dataclass(frozen=True)
 class ConfigFinding:
-    """One finding inside a config.json: 1-based positions, `pointer` like `statistics.data_mode[1]`."""
+    """One finding inside a config.json: its kind, 1-based positions, `pointer` like `statistics.data_mode[1]`."""
 
-    code: str
-    severity: str  # error | warning | info
+    problem: Problem
+    severity: Severity
     message: str
     file: str
     line: int
@@ -67,10 +70,10 @@ class ConfigFinding:
     pointer: str = ""
 
 
-@dataclass
-class Options:
+@dataclass(frozen=True)
+class CheckOptions:
     """What the run adds to the file: the dump mode, the world size, the training backend, whether the
-    target has an NPU."""
+    target has an NPU (all None: the file alone)."""
 
     mode: str | None = None  # training | inference | consistency | None (the file alone)
     world_size: int | None = None
@@ -90,15 +93,20 @@ class Effective:
 class ConfigWalker:
     """One document of one file: every check yields findings positioned in it and never stops the others."""
 
-    def __init__(self, document: Document, file: str, options: Options) -> None:
+    def __init__(self, document: Document, file: str, options: CheckOptions) -> None:
         self.doc = document
         self.file = file
         self.options = options
 
-    def finding(self, code: str, message: str, path: Path = (), key: bool = False, severity: str = "error") -> ConfigFinding:
+    def finding(self, problem: Problem, message: str, path: Path = (), key: bool = False,
+                severity: Severity = "error") -> ConfigFinding:
         span: Span = self.doc.span(path, key)
-        return ConfigFinding(code, severity, message, self.file, span.line, span.column, span.end_line,
+        return ConfigFinding(problem, severity, message, self.file, span.line, span.column, span.end_line,
                              span.end_column, pointer(path))
+
+    def rejected(self, message: str, path: Path = ()) -> ConfigFinding:
+        """A value msprobe rejects: the commonest finding, an error."""
+        return self.finding(Problem.REJECTED_VALUE, message, path)
 
 
 def is_int(value: Any) -> bool:

@@ -1,11 +1,12 @@
-"""The msprobe config rules beyond one field's value (RL503-RL507), as `RuleChecks`.
+"""The msprobe config checks beyond one field's value, as `CrossChecks`.
 
-Once the value checks of `msprobe_config` have established the effective task, level and task
-section, these checks follow what msprobe does later: the cross-field rules of its DebuggerConfig
-and the scope range it builds when the dump service starts (RL503), its path rules before it
-creates the dump directory (RL504), the keys and sections it silently ignores (RL505), and what
-the run needs from the file: a `rank` list that meets the run's world size (RL506) and the
-task/level a consistency comparison needs (RL507).
+Once the value checks of `checker` have established the effective task, level and task section,
+these checks follow what msprobe does later: the cross-field rules of its DebuggerConfig and the
+scope range it builds when the dump service starts (REJECTED_COMBINATION), its path rules before it
+creates the dump directory (REJECTED_PATH, with NO_DUMP_PATH and RELATIVE_DUMP_PATH), the keys and
+sections it silently ignores (IGNORED_KEY), and what the run needs from the file: a `rank` list that
+meets the run's world size (RANK_OUTSIDE_RUN) and the task a consistency comparison needs
+(TASK_UNFIT_FOR_CONSISTENCY).
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from rlpatch.lint.jsonpos import Path
-from rlpatch.lint.msprobe_schema import (
+from rlpatch.msprobe_config.api import Problem
+from rlpatch.msprobe_config.jsonpos import Path
+from rlpatch.msprobe_config.schema import (
     API_NAME,
     MODULE_NAME,
     MODULE_PREFIXES,
@@ -32,8 +34,8 @@ from rlpatch.lint.msprobe_schema import (
 )
 
 
-class RuleChecks(ConfigWalker):
-    """The RL503-RL507 checks of one document (mixed into the checker of `msprobe_config`)."""
+class CrossChecks(ConfigWalker):
+    """The checks beyond one value of one document (mixed into the checker of `checker`)."""
 
     # ---- cross-field rules (msprobe DebuggerConfig)
 
@@ -42,27 +44,28 @@ class RuleChecks(ConfigWalker):
         lists = section.get("list") or []
         scope = section.get("scope")
         base: Path = (task,)
+        both = Problem.REJECTED_COMBINATION
         if task == "nan_check":
             yield from self.nan_check(section, level)
         if task == "structure" and level not in ("L0", "mix"):
-            yield self.finding("RL503", f"task structure runs at level mix, not {level} (msprobe warns and switches)",
+            yield self.finding(both, f"task structure runs at level mix, not {level} (msprobe warns and switches)",
                                ("level",) if "level" in config else ("task",), severity="warning")
         if config.get("async_dump") is True:
             if task == "tensor" and level != "debug" and not lists:
-                yield self.finding("RL503", "async_dump with task tensor needs a non-empty 'list' of APIs",
+                yield self.finding(both, "async_dump with task tensor needs a non-empty 'list' of APIs",
                                    ("async_dump",))
             if section.get("summary_mode") == "md5":
-                yield self.finding("RL503", "async_dump cannot be combined with summary_mode md5",
+                yield self.finding(both, "async_dump cannot be combined with summary_mode md5",
                                    base + ("summary_mode",))
         yield from self.scope_range(config, effective)
         if level == "L2" and task != "structure":
             if scope:
-                yield self.finding("RL503", "level L2 does not take a scope", base + ("scope",))
+                yield self.finding(both, "level L2 does not take a scope", base + ("scope",))
             elif not isinstance(lists, list) or len(lists) != 1:
-                yield self.finding("RL503", "level L2 needs a 'list' with exactly one API name",
+                yield self.finding(both, "level L2 needs a 'list' with exactly one API name",
                                    base + ("list",) if "list" in section else ("level",))
             elif task != "tensor":
-                yield self.finding("RL503", "level L2 needs task tensor", ("task",) if "task" in config else ("level",))
+                yield self.finding(both, "level L2 needs task tensor", ("task",) if "task" in config else ("level",))
 
     def scope_range(self, config: dict[str, Any], effective: Effective) -> Iterator[ConfigFinding]:
         """msprobe builds its scope filter from `scope` and `list` when the dump service starts."""
@@ -76,35 +79,36 @@ class RuleChecks(ConfigWalker):
         base: Path = (task,)
         if task in ("structure", "diff_check"):  # the other tasks' sections were type-checked already
             if not isinstance(lists, list) or not all(isinstance(item, str) for item in lists):
-                yield self.finding("RL502", "list must be a list of strings", base + ("list",))
+                yield self.rejected("list must be a list of strings", base + ("list",))
             scope = [scope] if isinstance(scope, str) else scope
             if not isinstance(scope, list) or not all(isinstance(item, str) for item in scope):
-                yield self.finding("RL502", "scope must be a list of strings", base + ("scope",))
+                yield self.rejected("scope must be a list of strings", base + ("scope",))
                 return
         if not isinstance(scope, list) or not all(isinstance(item, str) for item in scope) or not scope:
             return
         where = base + ("scope",)
+        both = Problem.REJECTED_COMBINATION
         if len(scope) != 2:
-            yield self.finding("RL503", f"scope is a range: exactly two names [first, last], not {len(scope)}", where)
+            yield self.finding(both, f"scope is a range: exactly two names [first, last], not {len(scope)}", where)
             return
         for index, name in enumerate(scope):
             problem = _scope_name_problem(name, level)
             if problem:
-                yield self.finding("RL503", f"scope[{index}] {problem}", where + (index,))
+                yield self.finding(both, f"scope[{index}] {problem}", where + (index,))
                 return
         kinds = {name.split(".")[0] in MODULE_PREFIXES for name in scope}
         if level != "mix" and len(kinds) == 2:
-            yield self.finding("RL503", f"at level {level} a scope range cannot mix a module name and an API name",
-                               where)
+            yield self.finding(both, f"at level {level} a scope range cannot mix a module name and an API name", where)
 
     def nan_check(self, section: dict[str, Any], level: str) -> Iterator[ConfigFinding]:
+        both = Problem.REJECTED_COMBINATION
         if self.options.npu is False:
-            yield self.finding("RL503", "task nan_check needs an NPU (torch_npu)", ("task",))
+            yield self.finding(both, "task nan_check needs an NPU (torch_npu)", ("task",))
         if level != "L1":
-            yield self.finding("RL503", f"task nan_check needs level L1, not {level}", ("level",))
+            yield self.finding(both, f"task nan_check needs level L1, not {level}", ("level",))
         modes = section.get("data_mode") or ["all"]
         if isinstance(modes, list) and "input" in modes and "output" not in modes and "all" not in modes:
-            yield self.finding("RL503", "task nan_check checks outputs: an input-only data_mode is rejected",
+            yield self.finding(both, "task nan_check checks outputs: an input-only data_mode is rejected",
                                ("nan_check", "data_mode"))
 
     # ---- paths (msprobe's check before it creates the dump directory)
@@ -116,30 +120,31 @@ class RuleChecks(ConfigWalker):
                 where: Path = ("dump_path",) if "dump_path" in config else ()
                 # Alone, the file cannot say who reads it: verl's precision_debugger tool (training
                 # mode) passes its own dump_path and overrides the file's (verl 0.8.0 to 0.9.1), so
-                # there the file must not set one (RL104); every other reader needs it.
-                yield self.finding("RL504", "no dump_path: right for verl's precision_debugger tool (training mode: "
-                                            "verl passes its own), refused by msprobe anywhere else (\"The dump_path "
-                                            "not found\")", where, severity="info")
+                # there the file must not set one; every other reader needs it.
+                yield self.finding(Problem.NO_DUMP_PATH, "no dump_path: right for verl's precision_debugger tool "
+                                   "(training mode: verl passes its own), refused by msprobe anywhere else (\"The "
+                                   "dump_path not found\")", where, severity="info")
             return
         if not isinstance(dump_path, str):
             return
         problem = dump_path_problem(dump_path)
         if problem:
-            yield self.finding("RL504", problem, ("dump_path",))
+            yield self.finding(Problem.REJECTED_PATH, problem, ("dump_path",))
         elif not os.path.isabs(os.path.expanduser(dump_path)):
-            yield self.finding("RL504", f"dump_path {dump_path!r} is relative: it resolves against each worker's "
-                                        "working directory", ("dump_path",), severity="warning")
+            yield self.finding(Problem.RELATIVE_DUMP_PATH, f"dump_path {dump_path!r} is relative: it resolves against "
+                               "each worker's working directory", ("dump_path",), severity="warning")
 
     # ---- warnings about keys msprobe ignores
 
     def unknown_keys(self, config: dict[str, Any], effective: Effective) -> Iterator[ConfigFinding]:
+        ignored = Problem.IGNORED_KEY
         for key in config:
             if key not in TOP_LEVEL_KEYS:
                 hint = _close(key, TOP_LEVEL_KEYS)
-                yield self.finding("RL505", f"msprobe ignores the unknown key {key!r}{hint}", (key,), key=True,
+                yield self.finding(ignored, f"msprobe ignores the unknown key {key!r}{hint}", (key,), key=True,
                                    severity="warning")
             elif key in TASKS_ACCEPTED and key != effective.task:
-                yield self.finding("RL505", f"the '{key}' section is ignored: the task is '{effective.task}'"
+                yield self.finding(ignored, f"the '{key}' section is ignored: the task is '{effective.task}'"
                                             f"{' (the default)' if not config.get('task') else ''}",
                                    (key,), key=True, severity="warning")
         known = SECTION_KEYS.get(effective.task, frozenset())
@@ -147,7 +152,7 @@ class RuleChecks(ConfigWalker):
         if isinstance(section, dict):
             for key in section:
                 if key not in known:
-                    yield self.finding("RL505", f"the '{effective.task}' section does not use {key!r}"
+                    yield self.finding(ignored, f"the '{effective.task}' section does not use {key!r}"
                                                 f"{_close(key, known)}", (effective.task, key), key=True,
                                        severity="warning")
 
@@ -159,27 +164,29 @@ class RuleChecks(ConfigWalker):
             yield from self.consistency_task(config, effective)
 
     def consistency_task(self, config: dict[str, Any], effective: Effective) -> Iterator[ConfigFinding]:
-        """RL507 (the level is RL109's): measured with msprobe 26.2.0 on real dumps of twin models, a
-        statistics dump cannot compare FSDP's training q/k/v (or gate/up) with vLLM's fused qkv_proj
-        (gate_up_proj): msprobe joins the training tensors only in tensor dumps, and the summaries of the
-        separate tensors are marked "The shape of NPU and Bench are inconsistent". Megatron names are
-        fused on both sides, so statistics compares there, summaries only."""
+        """The task a consistency comparison needs (its level is the linter's to check): measured with
+        msprobe 26.2.0 on real dumps of twin models, a statistics dump cannot compare FSDP's training
+        q/k/v (or gate/up) with vLLM's fused qkv_proj (gate_up_proj): msprobe joins the training tensors
+        only in tensor dumps, and the summaries of the separate tensors are marked "The shape of NPU and
+        Bench are inconsistent". Megatron names are fused on both sides, so statistics compares there,
+        summaries only."""
         at = ("task",) if "task" in config else ()
+        unfit = Problem.TASK_UNFIT_FOR_CONSISTENCY
         summaries = ("task statistics: msprobe compare --consistent_check compares only each tensor's summary (max, "
                      "min, mean, norm), not its elements, so small element-wise differences go unseen")
         if effective.task == "statistics" and self.options.backend == "megatron":
-            yield self.finding("RL507", f"{summaries}; task tensor matches best", at, severity="warning")
+            yield self.finding(unfit, f"{summaries}; task tensor matches best", at, severity="warning")
         elif effective.task == "statistics" and self.options.backend is None:  # the file alone
-            yield self.finding("RL507", f"{summaries}, and on an FSDP run the q/k/v and gate/up rows cannot be "
+            yield self.finding(unfit, f"{summaries}, and on an FSDP run the q/k/v and gate/up rows cannot be "
                                "compared at all (msprobe joins them only in tensor dumps); task tensor matches best",
                                at, severity="warning")
         elif effective.task == "statistics":
-            yield self.finding("RL507", "task statistics cannot compare an FSDP consistency run: msprobe joins the "
+            yield self.finding(unfit, "task statistics cannot compare an FSDP consistency run: msprobe joins the "
                                "training q/k/v and gate/up outputs into vLLM's fused qkv_proj/gate_up_proj only in "
                                "tensor dumps (statistics rows are shape errors); set \"task\": \"tensor\"", at)
         elif effective.task != "tensor":
-            yield self.finding("RL507", "consistency comparison (msprobe compare --consistent_check) needs "
-                                        f"task tensor, not {effective.task}", at)
+            yield self.finding(unfit, "consistency comparison (msprobe compare --consistent_check) needs "
+                                      f"task tensor, not {effective.task}", at)
 
     def rank_coverage(self, ranks: Any) -> Iterator[ConfigFinding]:
         world = self.options.world_size
@@ -191,8 +198,8 @@ class RuleChecks(ConfigWalker):
                 return
             listed.update(_expand(element))
         if not any(rank < world for rank in listed):
-            yield self.finding("RL506", f"no rank in 'rank' exists in this run (ranks 0-{world - 1}): msprobe dumps "
-                                        "nothing at all", ("rank",), severity="warning")
+            yield self.finding(Problem.RANK_OUTSIDE_RUN, f"no rank in 'rank' exists in this run (ranks 0-{world - 1}): "
+                               "msprobe dumps nothing at all", ("rank",), severity="warning")
 
 
 def dump_path_problem(dump_path: str) -> str | None:
