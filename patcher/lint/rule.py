@@ -247,7 +247,7 @@ class LintOptions:
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"LintOptions is frozen: cannot set {name} (use replace)")
 
-    def replace(self, **changes: Any) -> LintOptions:
+    def replace(self, **changes: Any) -> "LintOptions":
         """A copy with `changes`, and its own invocation facts and notes."""
         return LintOptions(**{**self._given(), **changes})
 

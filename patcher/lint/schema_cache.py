@@ -15,6 +15,7 @@ import functools
 import importlib
 import importlib.util
 import json
+import os
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
