@@ -1,6 +1,6 @@
 """Test support: what rule cases and the crash-safety tests need, kept out of the product's code paths.
 
-The rule modules' VALID/INVALID cases run against small upstream-shaped trees in the repository's
+The rule classes' VALID/INVALID cases run against small upstream-shaped trees in the repository's
 `fixtures/` folder (a wheel does not ship it: those cases run from a checkout only). `lint_case`
 runs one lint case, `check_patch_case` / `check_refused_case` one patch rule case (PatchCase);
 `paused_cli` is the command line of an rlpatch process that holds each patch transaction open

@@ -131,112 +131,6 @@ class ModelRunner:
         seed_all(mode=True)
         self.msprobe_debugger = PrecisionDebugger(config_path=config_path)
 '''
-VALID: list[PatchCase] = [
-    # one final return (0.4.6 .. 0.5.10)
-    PatchCase(
-        _INIT
-        + """
-    def forward(self, forward_batch):
-        self.forward_pass_id += 1
-        output = self._forward_raw(forward_batch)
-        return output
-""",
-        expected=_PATCHED_INIT + """
-    def forward(self, forward_batch):
-        self.forward_pass_id += 1
-        if self.msprobe_debugger is not None:
-            if (getattr(self.server_args, "dp_size", 1) or 1) > 1:
-                self.msprobe_debugger.start(model=self.model, rank_id=self.gpu_id)
-            else:
-                self.msprobe_debugger.start(model=self.model)
-        output = self._forward_raw(forward_batch)
-        if self.msprobe_debugger is not None:
-            self.msprobe_debugger.stop()
-            self.msprobe_debugger.step()
-        return output
-""",
-    ),
-    # dispatcher with four returns (0.4.3)
-    PatchCase(
-        _INIT
-        + """
-    def forward(self, forward_batch):
-        if forward_batch.graph:
-            return self.graph_runner.replay(forward_batch)
-        if forward_batch.forward_mode.is_decode():
-            return self.forward_decode(forward_batch)
-        elif forward_batch.forward_mode.is_extend():
-            return self.forward_extend(forward_batch)
-        elif forward_batch.forward_mode.is_idle():
-            return self.forward_idle(forward_batch)
-        else:
-            raise ValueError(forward_batch.forward_mode)
-""",
-        expected=_PATCHED_INIT + """
-    def forward(self, forward_batch):
-        if self.msprobe_debugger is not None:
-            if (getattr(self.server_args, "dp_size", 1) or 1) > 1:
-                self.msprobe_debugger.start(model=self.model, rank_id=self.gpu_id)
-            else:
-                self.msprobe_debugger.start(model=self.model)
-        try:
-            if forward_batch.graph:
-                return self.graph_runner.replay(forward_batch)
-            if forward_batch.forward_mode.is_decode():
-                return self.forward_decode(forward_batch)
-            elif forward_batch.forward_mode.is_extend():
-                return self.forward_extend(forward_batch)
-            elif forward_batch.forward_mode.is_idle():
-                return self.forward_idle(forward_batch)
-            else:
-                raise ValueError(forward_batch.forward_mode)
-        finally:
-            if self.msprobe_debugger is not None:
-                self.msprobe_debugger.stop()
-                self.msprobe_debugger.step()
-""",
-    ),
-]
-INVALID: list[PatchCase] = [
-    # early return after forward_pass_id
-    PatchCase(
-        _INIT
-        + """
-    def forward(self, forward_batch):
-        self.forward_pass_id += 1
-        if forward_batch.empty:
-            return None
-        output = self._forward_raw(forward_batch)
-        return output
-""",
-        refusal="sglang/srt/model_executor/model_runner.py: ModelRunner.forward: expected a single `return output` as the last statement, found 2 return statement(s), the last statement being `return output`",
-    ),
-    # final statement is not `return output`
-    PatchCase(
-        _INIT
-        + """
-    def forward(self, forward_batch):
-        self.forward_pass_id += 1
-        return self._forward_raw(forward_batch)
-""",
-        refusal="sglang/srt/model_executor/model_runner.py: ModelRunner.forward: expected a single `return output` as the last statement, found 1 return statement(s), the last statement being `return self._forward_raw(forward_batch)`",
-    ),
-    # no draft-worker flag in __init__
-    PatchCase(
-        """\
-class ModelRunner:
-    def __init__(self, server_args):
-        self.server_args = server_args
-
-    def forward(self, forward_batch):
-        self.forward_pass_id += 1
-        output = self._forward_raw(forward_batch)
-        return output
-""",
-        refusal="sglang/srt/model_executor/model_runner.py: ModelRunner.__init__: expected exactly one `self.is_draft_worker = ...` assignment, found 0",
-    ),
-]
-
 # ---------------------------------------------------------------------------------------------
 # The inserted code.
 # ---------------------------------------------------------------------------------------------
@@ -339,6 +233,113 @@ class SglangModelRunner(PatchRule):
     versions = "0.4.3.post4 .. 0.5.10.post1 (native from 0.5.11)"
     trainer = "SGLang inference server (rollout), not a trainer"
     markers = ("msprobe_debugger", "init_msprobe", "MSPROBE_SGLANG_CONFIG")
+
+    VALID = [
+        # one final return (0.4.6 .. 0.5.10)
+        PatchCase(
+            _INIT
+            + """
+    def forward(self, forward_batch):
+        self.forward_pass_id += 1
+        output = self._forward_raw(forward_batch)
+        return output
+""",
+            expected=_PATCHED_INIT + """
+    def forward(self, forward_batch):
+        self.forward_pass_id += 1
+        if self.msprobe_debugger is not None:
+            if (getattr(self.server_args, "dp_size", 1) or 1) > 1:
+                self.msprobe_debugger.start(model=self.model, rank_id=self.gpu_id)
+            else:
+                self.msprobe_debugger.start(model=self.model)
+        output = self._forward_raw(forward_batch)
+        if self.msprobe_debugger is not None:
+            self.msprobe_debugger.stop()
+            self.msprobe_debugger.step()
+        return output
+""",
+        ),
+        # dispatcher with four returns (0.4.3)
+        PatchCase(
+            _INIT
+            + """
+    def forward(self, forward_batch):
+        if forward_batch.graph:
+            return self.graph_runner.replay(forward_batch)
+        if forward_batch.forward_mode.is_decode():
+            return self.forward_decode(forward_batch)
+        elif forward_batch.forward_mode.is_extend():
+            return self.forward_extend(forward_batch)
+        elif forward_batch.forward_mode.is_idle():
+            return self.forward_idle(forward_batch)
+        else:
+            raise ValueError(forward_batch.forward_mode)
+""",
+            expected=_PATCHED_INIT + """
+    def forward(self, forward_batch):
+        if self.msprobe_debugger is not None:
+            if (getattr(self.server_args, "dp_size", 1) or 1) > 1:
+                self.msprobe_debugger.start(model=self.model, rank_id=self.gpu_id)
+            else:
+                self.msprobe_debugger.start(model=self.model)
+        try:
+            if forward_batch.graph:
+                return self.graph_runner.replay(forward_batch)
+            if forward_batch.forward_mode.is_decode():
+                return self.forward_decode(forward_batch)
+            elif forward_batch.forward_mode.is_extend():
+                return self.forward_extend(forward_batch)
+            elif forward_batch.forward_mode.is_idle():
+                return self.forward_idle(forward_batch)
+            else:
+                raise ValueError(forward_batch.forward_mode)
+        finally:
+            if self.msprobe_debugger is not None:
+                self.msprobe_debugger.stop()
+                self.msprobe_debugger.step()
+""",
+        ),
+    ]
+
+    INVALID = [
+        # early return after forward_pass_id
+        PatchCase(
+            _INIT
+            + """
+    def forward(self, forward_batch):
+        self.forward_pass_id += 1
+        if forward_batch.empty:
+            return None
+        output = self._forward_raw(forward_batch)
+        return output
+""",
+            refusal="sglang/srt/model_executor/model_runner.py: ModelRunner.forward: expected a single `return output` as the last statement, found 2 return statement(s), the last statement being `return output`",
+        ),
+        # final statement is not `return output`
+        PatchCase(
+            _INIT
+            + """
+    def forward(self, forward_batch):
+        self.forward_pass_id += 1
+        return self._forward_raw(forward_batch)
+""",
+            refusal="sglang/srt/model_executor/model_runner.py: ModelRunner.forward: expected a single `return output` as the last statement, found 1 return statement(s), the last statement being `return self._forward_raw(forward_batch)`",
+        ),
+        # no draft-worker flag in __init__
+        PatchCase(
+            """\
+class ModelRunner:
+    def __init__(self, server_args):
+        self.server_args = server_args
+
+    def forward(self, forward_batch):
+        self.forward_pass_id += 1
+        output = self._forward_raw(forward_batch)
+        return output
+""",
+            refusal="sglang/srt/model_executor/model_runner.py: ModelRunner.__init__: expected exactly one `self.is_draft_worker = ...` assignment, found 0",
+        ),
+    ]
 
     def gate(self, target: Target) -> Gate:
         if (target.version is not None and target.version >= NATIVE_FROM) or native_support(target.root):

@@ -52,9 +52,22 @@ if {{switch}} or not all(
     }
 """
 
-VALID = [
-    PatchCase(
-        '''
+MODULE_LOGGER = m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(target=m.Name("logger"))])])
+
+
+class VerlDebugMetrics(VerlConsistencyRule):
+    """calculate_debug_metrics returns zero metrics instead of failing when PROMPTS_ONLY=1."""
+
+    id = "verl-debug-metrics"
+    files = ("verl/utils/debug/metrics.py",)
+    versions = "0.7.0+ (anchor also in 0.6.x)"
+    trainer = "every trainer: RayPPOTrainer.fit, v1 PPOTrainer._compute_old_log_prob, FullyAsyncTrainer"
+    trainers = frozenset({"v0", "v1", "fully-async"})
+    markers = ("PROMPTS_ONLY",)
+
+    VALID = [
+        PatchCase(
+            '''
 import logging
 logger = logging.getLogger(__file__)
 
@@ -62,7 +75,7 @@ def calculate_debug_metrics(data):
     """Rollout vs actor log-prob diff."""
     return {}
 ''',
-        expected='''
+            expected='''
 import logging
 logger = logging.getLogger(__file__)
 
@@ -84,33 +97,21 @@ def calculate_debug_metrics(data):
         }
     return {}
 ''',
-    ),
-]
-INVALID = [
-    # no docstring
-    PatchCase(
-        VALID[0].source.replace('"""Rollout vs actor log-prob diff."""', "pass"),
-        refusal="verl/utils/debug/metrics.py: calculate_debug_metrics: expected a docstring as the first statement of the function, found none",
-    ),
-    # no module logger for the warning
-    PatchCase(
-        VALID[0].source.replace("logger = logging.getLogger(__file__)", ""),
-        refusal="verl/utils/debug/metrics.py: expected a module-level `logger = ...` for the warning, found none",
-    ),
-]
+        ),
+    ]
 
-MODULE_LOGGER = m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(target=m.Name("logger"))])])
-
-
-class VerlDebugMetrics(VerlConsistencyRule):
-    """calculate_debug_metrics returns zero metrics instead of failing when PROMPTS_ONLY=1."""
-
-    id = "verl-debug-metrics"
-    files = ("verl/utils/debug/metrics.py",)
-    versions = "0.7.0+ (anchor also in 0.6.x)"
-    trainer = "every trainer: RayPPOTrainer.fit, v1 PPOTrainer._compute_old_log_prob, FullyAsyncTrainer"
-    trainers = frozenset({"v0", "v1", "fully-async"})
-    markers = ("PROMPTS_ONLY",)
+    INVALID = [
+        # no docstring
+        PatchCase(
+            VALID[0].source.replace('"""Rollout vs actor log-prob diff."""', "pass"),
+            refusal="verl/utils/debug/metrics.py: calculate_debug_metrics: expected a docstring as the first statement of the function, found none",
+        ),
+        # no module logger for the warning
+        PatchCase(
+            VALID[0].source.replace("logger = logging.getLogger(__file__)", ""),
+            refusal="verl/utils/debug/metrics.py: expected a module-level `logger = ...` for the warning, found none",
+        ),
+    ]
 
     def insertions(self, path: str, module: cst.Module) -> list[Insertion]:
         if not any(m.matches(statement, MODULE_LOGGER) for statement in module.body):

@@ -104,174 +104,12 @@ class FSDPEngine:
         self._debugger = None
 ''' + common.PATCHED_DEBUGGER_METHODS + PATCHED_DUMP_LAYOUT
 
-# Good: the two loop shapes verl has shipped (0.6-0.8, and 0.9 with enumerate and sync contexts).
-VALID = [
-    PatchCase(
-        """
-class FSDPEngine:
-    def __init__(self):
-        super().__init__()
-
-    def forward_backward_batch(self, data, loss_function, forward_only=False):
-        for micro_batch in micro_batches:
-            with ctx:
-                loss, meta_info = self.forward_step(micro_batch, loss_function=loss_function, forward_only=forward_only)
-                if not forward_only:
-                    loss.backward()
-            output_lst.append(meta_info)
-""",
-        expected=_PATCHED_ENGINE + """
-    def forward_backward_batch(self, data, loss_function, forward_only=False):
-        _dump_this_pass = self._ensure_debugger(forward_only)
-        for micro_batch in micro_batches:
-            if _dump_this_pass:
-                self._debugger.start(model=self.module)
-            with ctx:
-                loss, meta_info = self.forward_step(micro_batch, loss_function=loss_function, forward_only=forward_only)
-                if not forward_only:
-                    loss.backward()
-            if _dump_this_pass:
-                self._log_update_actor_step(micro_batch)
-                self._debugger.stop()
-                self._debugger.step()
-            output_lst.append(meta_info)
-""",
-    ),
-    PatchCase(
-        """
-class FSDPEngine:
-    def __init__(self):
-        super().__init__()
-
-    def forward_backward_batch(self, data, loss_function, forward_only=False):
-        for micro_batch_idx, micro_batch in enumerate(micro_batches):
-            sync_ctx = nullcontext()
-            with ctx, sync_ctx:
-                loss, meta_info = self.forward_step(micro_batch, loss_function=loss_function, forward_only=forward_only)
-            output_lst.append(meta_info)
-""",
-        expected=_PATCHED_ENGINE + """
-    def forward_backward_batch(self, data, loss_function, forward_only=False):
-        _dump_this_pass = self._ensure_debugger(forward_only)
-        for micro_batch_idx, micro_batch in enumerate(micro_batches):
-            sync_ctx = nullcontext()
-            if _dump_this_pass:
-                self._debugger.start(model=self.module)
-            with ctx, sync_ctx:
-                loss, meta_info = self.forward_step(micro_batch, loss_function=loss_function, forward_only=forward_only)
-            if _dump_this_pass:
-                self._log_update_actor_step(micro_batch)
-                self._debugger.stop()
-                self._debugger.step()
-            output_lst.append(meta_info)
-""",
-    ),
-    PatchCase(
-        """
-class FSDPEngine:
-    def __init__(self):
-        super().__init__()
-
-    def forward_backward_batch(self, data, loss_function, forward_only=False):
-        for micro_batch_idx, micro_batch in enumerate(micro_batches):
-            with ctx:
-                loss, meta_info = self.forward_step(micro_batch, loss_function=loss_function, forward_only=forward_only)
-            output_lst.append(meta_info)
-
-    def disable_adapter(self) -> ContextManager:
-        return self.module.disable_adapter()
-""",
-        expected=_PATCHED_ENGINE + """
-    def forward_backward_batch(self, data, loss_function, forward_only=False):
-        _dump_this_pass = self._ensure_debugger(forward_only)
-        for micro_batch_idx, micro_batch in enumerate(micro_batches):
-            if _dump_this_pass:
-                self._debugger.start(model=self.module)
-            with ctx:
-                loss, meta_info = self.forward_step(micro_batch, loss_function=loss_function, forward_only=forward_only)
-            if _dump_this_pass:
-                self._log_update_actor_step(micro_batch)
-                self._debugger.stop()
-                self._debugger.step()
-            output_lst.append(meta_info)
-
-    def disable_adapter(self) -> ContextManager:
-        self._dump_reference_pass = True  # rlpatch: the next pass is LoRA's reference pass
-        return self.module.disable_adapter()
-""",
-    ),
-]
-
 # What VALID[2]'s `disable_adapter` becomes (pinned by tests/test_verl_engine_records.py).
 PATCHED_DISABLE_ADAPTER = """
     def disable_adapter(self) -> ContextManager:
         self._dump_reference_pass = True  # rlpatch: the next pass is LoRA's reference pass
         return self.module.disable_adapter()
 """
-
-# Bad: drifted shapes the rule must refuse (renamed method, duplicated loop, loop without `with`,
-# a disable_adapter with two returns: which one runs before the reference pass is not known).
-INVALID = [
-    PatchCase(
-        """
-class FSDPEngine:
-    def __init__(self):
-        super().__init__()
-
-    def forward_backward(self, data, loss_function, forward_only=False):
-        for micro_batch in micro_batches:
-            with ctx:
-                loss, meta_info = self.forward_step(micro_batch, loss_function=loss_function, forward_only=forward_only)
-""",
-        refusal="verl/workers/engine/fsdp/transformer_impl.py: class FSDPEngine: expected exactly one method forward_backward_batch, found 0 methods named forward_backward_batch",
-    ),
-    PatchCase(
-        """
-class FSDPEngine:
-    def __init__(self):
-        super().__init__()
-
-    def forward_backward_batch(self, data, loss_function, forward_only=False):
-        for micro_batch in micro_batches:
-            with ctx:
-                loss, meta_info = self.forward_step(micro_batch, loss_function=loss_function, forward_only=forward_only)
-        for micro_batch in micro_batches:
-            with ctx:
-                loss, meta_info = self.forward_step(micro_batch, loss_function=loss_function, forward_only=forward_only)
-""",
-        refusal="verl/workers/engine/fsdp/transformer_impl.py: FSDPEngine.forward_backward_batch: expected exactly one for loop over micro_batches, found 2",
-    ),
-    PatchCase(
-        """
-class FSDPEngine:
-    def __init__(self):
-        super().__init__()
-
-    def forward_backward_batch(self, data, loss_function, forward_only=False):
-        for micro_batch in micro_batches:
-            loss, meta_info = self.forward_step(micro_batch, loss_function=loss_function, forward_only=forward_only)
-""",
-        refusal="verl/workers/engine/fsdp/transformer_impl.py: FSDPEngine.forward_backward_batch: micro-batch loop: expected exactly one `with` statement in the loop body, found 0",
-    ),
-    PatchCase(
-        """
-class FSDPEngine:
-    def __init__(self):
-        super().__init__()
-
-    def forward_backward_batch(self, data, loss_function, forward_only=False):
-        for micro_batch in micro_batches:
-            with ctx:
-                loss, meta_info = self.forward_step(micro_batch, loss_function=loss_function, forward_only=forward_only)
-
-    def disable_adapter(self):
-        if self.peft is None:
-            return nullcontext()
-        return self.module.disable_adapter()
-""",
-        refusal="verl/workers/engine/fsdp/transformer_impl.py: FSDPEngine.disable_adapter: expected exactly one `return`, in the method's own body, found 2 return statement(s), 1 at the top",
-    ),
-]
 
 _MICRO_BATCH_LOOP = m.For(
     iter=m.Name("micro_batches")
@@ -299,6 +137,168 @@ class VerlEngineFsdp(common.EngineDumpRule):
     files = (PATH,)
     backend = "fsdp"
     markers = common.MARKERS + ("_dump_this_pass",)
+
+    # Good: the two loop shapes verl has shipped (0.6-0.8, and 0.9 with enumerate and sync contexts).
+    VALID = [
+        PatchCase(
+            """
+class FSDPEngine:
+    def __init__(self):
+        super().__init__()
+
+    def forward_backward_batch(self, data, loss_function, forward_only=False):
+        for micro_batch in micro_batches:
+            with ctx:
+                loss, meta_info = self.forward_step(micro_batch, loss_function=loss_function, forward_only=forward_only)
+                if not forward_only:
+                    loss.backward()
+            output_lst.append(meta_info)
+""",
+            expected=_PATCHED_ENGINE + """
+    def forward_backward_batch(self, data, loss_function, forward_only=False):
+        _dump_this_pass = self._ensure_debugger(forward_only)
+        for micro_batch in micro_batches:
+            if _dump_this_pass:
+                self._debugger.start(model=self.module)
+            with ctx:
+                loss, meta_info = self.forward_step(micro_batch, loss_function=loss_function, forward_only=forward_only)
+                if not forward_only:
+                    loss.backward()
+            if _dump_this_pass:
+                self._log_update_actor_step(micro_batch)
+                self._debugger.stop()
+                self._debugger.step()
+            output_lst.append(meta_info)
+""",
+        ),
+        PatchCase(
+            """
+class FSDPEngine:
+    def __init__(self):
+        super().__init__()
+
+    def forward_backward_batch(self, data, loss_function, forward_only=False):
+        for micro_batch_idx, micro_batch in enumerate(micro_batches):
+            sync_ctx = nullcontext()
+            with ctx, sync_ctx:
+                loss, meta_info = self.forward_step(micro_batch, loss_function=loss_function, forward_only=forward_only)
+            output_lst.append(meta_info)
+""",
+            expected=_PATCHED_ENGINE + """
+    def forward_backward_batch(self, data, loss_function, forward_only=False):
+        _dump_this_pass = self._ensure_debugger(forward_only)
+        for micro_batch_idx, micro_batch in enumerate(micro_batches):
+            sync_ctx = nullcontext()
+            if _dump_this_pass:
+                self._debugger.start(model=self.module)
+            with ctx, sync_ctx:
+                loss, meta_info = self.forward_step(micro_batch, loss_function=loss_function, forward_only=forward_only)
+            if _dump_this_pass:
+                self._log_update_actor_step(micro_batch)
+                self._debugger.stop()
+                self._debugger.step()
+            output_lst.append(meta_info)
+""",
+        ),
+        PatchCase(
+            """
+class FSDPEngine:
+    def __init__(self):
+        super().__init__()
+
+    def forward_backward_batch(self, data, loss_function, forward_only=False):
+        for micro_batch_idx, micro_batch in enumerate(micro_batches):
+            with ctx:
+                loss, meta_info = self.forward_step(micro_batch, loss_function=loss_function, forward_only=forward_only)
+            output_lst.append(meta_info)
+
+    def disable_adapter(self) -> ContextManager:
+        return self.module.disable_adapter()
+""",
+            expected=_PATCHED_ENGINE + """
+    def forward_backward_batch(self, data, loss_function, forward_only=False):
+        _dump_this_pass = self._ensure_debugger(forward_only)
+        for micro_batch_idx, micro_batch in enumerate(micro_batches):
+            if _dump_this_pass:
+                self._debugger.start(model=self.module)
+            with ctx:
+                loss, meta_info = self.forward_step(micro_batch, loss_function=loss_function, forward_only=forward_only)
+            if _dump_this_pass:
+                self._log_update_actor_step(micro_batch)
+                self._debugger.stop()
+                self._debugger.step()
+            output_lst.append(meta_info)
+
+    def disable_adapter(self) -> ContextManager:
+        self._dump_reference_pass = True  # rlpatch: the next pass is LoRA's reference pass
+        return self.module.disable_adapter()
+""",
+        ),
+    ]
+
+    # Bad: drifted shapes the rule must refuse (renamed method, duplicated loop, loop without `with`,
+    # a disable_adapter with two returns: which one runs before the reference pass is not known).
+    INVALID = [
+        PatchCase(
+            """
+class FSDPEngine:
+    def __init__(self):
+        super().__init__()
+
+    def forward_backward(self, data, loss_function, forward_only=False):
+        for micro_batch in micro_batches:
+            with ctx:
+                loss, meta_info = self.forward_step(micro_batch, loss_function=loss_function, forward_only=forward_only)
+""",
+            refusal="verl/workers/engine/fsdp/transformer_impl.py: class FSDPEngine: expected exactly one method forward_backward_batch, found 0 methods named forward_backward_batch",
+        ),
+        PatchCase(
+            """
+class FSDPEngine:
+    def __init__(self):
+        super().__init__()
+
+    def forward_backward_batch(self, data, loss_function, forward_only=False):
+        for micro_batch in micro_batches:
+            with ctx:
+                loss, meta_info = self.forward_step(micro_batch, loss_function=loss_function, forward_only=forward_only)
+        for micro_batch in micro_batches:
+            with ctx:
+                loss, meta_info = self.forward_step(micro_batch, loss_function=loss_function, forward_only=forward_only)
+""",
+            refusal="verl/workers/engine/fsdp/transformer_impl.py: FSDPEngine.forward_backward_batch: expected exactly one for loop over micro_batches, found 2",
+        ),
+        PatchCase(
+            """
+class FSDPEngine:
+    def __init__(self):
+        super().__init__()
+
+    def forward_backward_batch(self, data, loss_function, forward_only=False):
+        for micro_batch in micro_batches:
+            loss, meta_info = self.forward_step(micro_batch, loss_function=loss_function, forward_only=forward_only)
+""",
+            refusal="verl/workers/engine/fsdp/transformer_impl.py: FSDPEngine.forward_backward_batch: micro-batch loop: expected exactly one `with` statement in the loop body, found 0",
+        ),
+        PatchCase(
+            """
+class FSDPEngine:
+    def __init__(self):
+        super().__init__()
+
+    def forward_backward_batch(self, data, loss_function, forward_only=False):
+        for micro_batch in micro_batches:
+            with ctx:
+                loss, meta_info = self.forward_step(micro_batch, loss_function=loss_function, forward_only=forward_only)
+
+    def disable_adapter(self):
+        if self.peft is None:
+            return nullcontext()
+        return self.module.disable_adapter()
+""",
+            refusal="verl/workers/engine/fsdp/transformer_impl.py: FSDPEngine.disable_adapter: expected exactly one `return`, in the method's own body, found 2 return statement(s), 1 at the top",
+        ),
+    ]
 
     def insertions(self, path: str, module: cst.Module) -> list[Insertion]:
         engine = find_class(module, "FSDPEngine", path)

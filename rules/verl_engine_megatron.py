@@ -127,193 +127,6 @@ class MegatronEngine:
         self._debugger.step()
 '''
 
-# Good: the forward_fn-only layout (0.6) and the fused + plain layout (later releases).
-VALID = [
-    PatchCase(
-        """
-class MegatronEngine:
-    def __init__(self):
-        super().__init__()
-
-    def forward_backward_batch(self, data, loss_function, forward_only=False):
-        losses_reduced = forward_backward_func(forward_step_func=forward_step, forward_only=forward_only)
-        return losses_reduced
-
-
-class MegatronEngineWithLMHead(MegatronEngine):
-    def forward_step(self, batch_iter, model, postprocess_micro_batch_func):
-        batch = next(batch_iter)
-        output = forward_fn(model, batch)
-        return output
-""",
-        expected=_PATCHED_ENGINE + """
-    def forward_backward_batch(self, data, loss_function, forward_only=False):
-        self._dump_should_record = self._ensure_debugger(forward_only)
-        losses_reduced = forward_backward_func(forward_step_func=forward_step, forward_only=forward_only)
-        self._dump_should_record = False
-        return losses_reduced
-
-
-class MegatronEngineWithLMHead(MegatronEngine):
-    def forward_step(self, batch_iter, model, postprocess_micro_batch_func):
-        batch = next(batch_iter)
-        if getattr(self, "_dump_should_record", False):
-            self._debugger.start(model=model)
-        output = forward_fn(model, batch)
-        if getattr(self, "_dump_should_record", False):
-            self._finish_dump_step(batch)
-        return output
-""",
-    ),
-    PatchCase(
-        """
-class MegatronEngine:
-    def __init__(self):
-        super().__init__()
-
-    def forward_backward_batch(self, data, loss_function, forward_only=False):
-        with ctx:
-            losses_reduced = forward_backward_func(forward_step_func=forward_step, forward_only=forward_only)
-        return losses_reduced
-
-
-class MegatronEngineWithLMHead(MegatronEngine):
-    def forward_step(self, batch_iter, model, logits_processor_func, postprocess_micro_batch_func):
-        batch: TensorDict = next(batch_iter)
-        if use_fused_kernels:
-            output = fused_forward_fn(model=model, input_ids=input_ids)
-        else:
-            output = forward_fn(model, input_ids)
-        return output
-""",
-        expected=_PATCHED_ENGINE + """
-    def forward_backward_batch(self, data, loss_function, forward_only=False):
-        with ctx:
-            self._dump_should_record = self._ensure_debugger(forward_only)
-            losses_reduced = forward_backward_func(forward_step_func=forward_step, forward_only=forward_only)
-            self._dump_should_record = False
-        return losses_reduced
-
-
-class MegatronEngineWithLMHead(MegatronEngine):
-    def forward_step(self, batch_iter, model, logits_processor_func, postprocess_micro_batch_func):
-        batch: TensorDict = next(batch_iter)
-        if use_fused_kernels:
-            if getattr(self, "_dump_should_record", False):
-                self._debugger.start(model=model)
-            output = fused_forward_fn(model=model, input_ids=input_ids)
-            if getattr(self, "_dump_should_record", False):
-                self._finish_dump_step(batch)
-        else:
-            if getattr(self, "_dump_should_record", False):
-                self._debugger.start(model=model)
-            output = forward_fn(model, input_ids)
-            if getattr(self, "_dump_should_record", False):
-                self._finish_dump_step(batch)
-        return output
-""",
-    ),
-    PatchCase(
-        """
-class MegatronEngine:
-    def __init__(self):
-        super().__init__()
-
-    def forward_backward_batch(self, data, loss_function, forward_only=False):
-        losses_reduced = forward_backward_func(forward_step_func=forward_step, forward_only=forward_only)
-        return losses_reduced
-
-    def disable_adapter(self) -> ContextManager:
-        return self.peft_cls.disable_adapter(self.module)
-
-
-class MegatronEngineWithLMHead(MegatronEngine):
-    def forward_step(self, batch_iter, model, postprocess_micro_batch_func):
-        batch = next(batch_iter)
-        output = forward_fn(model, batch)
-        return output
-""",
-        expected=_PATCHED_ENGINE + """
-    def forward_backward_batch(self, data, loss_function, forward_only=False):
-        self._dump_should_record = self._ensure_debugger(forward_only)
-        losses_reduced = forward_backward_func(forward_step_func=forward_step, forward_only=forward_only)
-        self._dump_should_record = False
-        return losses_reduced
-
-    def disable_adapter(self) -> ContextManager:
-        self._dump_reference_pass = True  # rlpatch: the next pass is LoRA's reference pass
-        return self.peft_cls.disable_adapter(self.module)
-
-
-class MegatronEngineWithLMHead(MegatronEngine):
-    def forward_step(self, batch_iter, model, postprocess_micro_batch_func):
-        batch = next(batch_iter)
-        if getattr(self, "_dump_should_record", False):
-            self._debugger.start(model=model)
-        output = forward_fn(model, batch)
-        if getattr(self, "_dump_should_record", False):
-            self._finish_dump_step(batch)
-        return output
-""",
-    ),
-]
-
-# Bad: no forward_backward_func call, or two of them; forward_step without a model call.
-INVALID = [
-    PatchCase(
-        """
-class MegatronEngine:
-    def __init__(self):
-        super().__init__()
-
-    def forward_backward_batch(self, data, loss_function, forward_only=False):
-        return run_all(data)
-
-
-class MegatronEngineWithLMHead(MegatronEngine):
-    def forward_step(self, batch_iter, model, postprocess_micro_batch_func):
-        batch = next(batch_iter)
-        output = forward_fn(model, batch)
-""",
-        refusal="verl/workers/engine/megatron/transformer_impl.py: MegatronEngine.forward_backward_batch: expected exactly one `losses_reduced = forward_backward_func(...)`, found 0",
-    ),
-    PatchCase(
-        """
-class MegatronEngine:
-    def __init__(self):
-        super().__init__()
-
-    def forward_backward_batch(self, data, loss_function, forward_only=False):
-        losses_reduced = forward_backward_func(forward_step_func=forward_step)
-        losses_reduced = forward_backward_func(forward_step_func=forward_step)
-
-
-class MegatronEngineWithLMHead(MegatronEngine):
-    def forward_step(self, batch_iter, model, postprocess_micro_batch_func):
-        batch = next(batch_iter)
-        output = forward_fn(model, batch)
-""",
-        refusal="verl/workers/engine/megatron/transformer_impl.py: MegatronEngine.forward_backward_batch: expected exactly one `losses_reduced = forward_backward_func(...)`, found 2",
-    ),
-    PatchCase(
-        """
-class MegatronEngine:
-    def __init__(self):
-        super().__init__()
-
-    def forward_backward_batch(self, data, loss_function, forward_only=False):
-        losses_reduced = forward_backward_func(forward_step_func=forward_step)
-
-
-class MegatronEngineWithLMHead(MegatronEngine):
-    def forward_step(self, batch_iter, model, postprocess_micro_batch_func):
-        batch = next(batch_iter)
-        return self.run(model, batch)
-""",
-        refusal="verl/workers/engine/megatron/transformer_impl.py: MegatronEngineWithLMHead.forward_step: expected exactly one `output = forward_fn(...)` and at most one `output = fused_forward_fn(...)`, found 0 and 0",
-    ),
-]
-
 _FORWARD_BACKWARD = m.SimpleStatementLine(
     body=[m.Assign(targets=[m.AssignTarget(m.Name("losses_reduced"))], value=m.Call(func=m.Name("forward_backward_func")))]
 )
@@ -350,6 +163,193 @@ class VerlEngineMegatron(common.EngineDumpRule):
     files = (PATH,)
     backend = "megatron"
     markers = common.MARKERS + ("_finish_dump_step", "_dump_should_record")
+
+    # Good: the forward_fn-only layout (0.6) and the fused + plain layout (later releases).
+    VALID = [
+        PatchCase(
+            """
+class MegatronEngine:
+    def __init__(self):
+        super().__init__()
+
+    def forward_backward_batch(self, data, loss_function, forward_only=False):
+        losses_reduced = forward_backward_func(forward_step_func=forward_step, forward_only=forward_only)
+        return losses_reduced
+
+
+class MegatronEngineWithLMHead(MegatronEngine):
+    def forward_step(self, batch_iter, model, postprocess_micro_batch_func):
+        batch = next(batch_iter)
+        output = forward_fn(model, batch)
+        return output
+""",
+            expected=_PATCHED_ENGINE + """
+    def forward_backward_batch(self, data, loss_function, forward_only=False):
+        self._dump_should_record = self._ensure_debugger(forward_only)
+        losses_reduced = forward_backward_func(forward_step_func=forward_step, forward_only=forward_only)
+        self._dump_should_record = False
+        return losses_reduced
+
+
+class MegatronEngineWithLMHead(MegatronEngine):
+    def forward_step(self, batch_iter, model, postprocess_micro_batch_func):
+        batch = next(batch_iter)
+        if getattr(self, "_dump_should_record", False):
+            self._debugger.start(model=model)
+        output = forward_fn(model, batch)
+        if getattr(self, "_dump_should_record", False):
+            self._finish_dump_step(batch)
+        return output
+""",
+        ),
+        PatchCase(
+            """
+class MegatronEngine:
+    def __init__(self):
+        super().__init__()
+
+    def forward_backward_batch(self, data, loss_function, forward_only=False):
+        with ctx:
+            losses_reduced = forward_backward_func(forward_step_func=forward_step, forward_only=forward_only)
+        return losses_reduced
+
+
+class MegatronEngineWithLMHead(MegatronEngine):
+    def forward_step(self, batch_iter, model, logits_processor_func, postprocess_micro_batch_func):
+        batch: TensorDict = next(batch_iter)
+        if use_fused_kernels:
+            output = fused_forward_fn(model=model, input_ids=input_ids)
+        else:
+            output = forward_fn(model, input_ids)
+        return output
+""",
+            expected=_PATCHED_ENGINE + """
+    def forward_backward_batch(self, data, loss_function, forward_only=False):
+        with ctx:
+            self._dump_should_record = self._ensure_debugger(forward_only)
+            losses_reduced = forward_backward_func(forward_step_func=forward_step, forward_only=forward_only)
+            self._dump_should_record = False
+        return losses_reduced
+
+
+class MegatronEngineWithLMHead(MegatronEngine):
+    def forward_step(self, batch_iter, model, logits_processor_func, postprocess_micro_batch_func):
+        batch: TensorDict = next(batch_iter)
+        if use_fused_kernels:
+            if getattr(self, "_dump_should_record", False):
+                self._debugger.start(model=model)
+            output = fused_forward_fn(model=model, input_ids=input_ids)
+            if getattr(self, "_dump_should_record", False):
+                self._finish_dump_step(batch)
+        else:
+            if getattr(self, "_dump_should_record", False):
+                self._debugger.start(model=model)
+            output = forward_fn(model, input_ids)
+            if getattr(self, "_dump_should_record", False):
+                self._finish_dump_step(batch)
+        return output
+""",
+        ),
+        PatchCase(
+            """
+class MegatronEngine:
+    def __init__(self):
+        super().__init__()
+
+    def forward_backward_batch(self, data, loss_function, forward_only=False):
+        losses_reduced = forward_backward_func(forward_step_func=forward_step, forward_only=forward_only)
+        return losses_reduced
+
+    def disable_adapter(self) -> ContextManager:
+        return self.peft_cls.disable_adapter(self.module)
+
+
+class MegatronEngineWithLMHead(MegatronEngine):
+    def forward_step(self, batch_iter, model, postprocess_micro_batch_func):
+        batch = next(batch_iter)
+        output = forward_fn(model, batch)
+        return output
+""",
+            expected=_PATCHED_ENGINE + """
+    def forward_backward_batch(self, data, loss_function, forward_only=False):
+        self._dump_should_record = self._ensure_debugger(forward_only)
+        losses_reduced = forward_backward_func(forward_step_func=forward_step, forward_only=forward_only)
+        self._dump_should_record = False
+        return losses_reduced
+
+    def disable_adapter(self) -> ContextManager:
+        self._dump_reference_pass = True  # rlpatch: the next pass is LoRA's reference pass
+        return self.peft_cls.disable_adapter(self.module)
+
+
+class MegatronEngineWithLMHead(MegatronEngine):
+    def forward_step(self, batch_iter, model, postprocess_micro_batch_func):
+        batch = next(batch_iter)
+        if getattr(self, "_dump_should_record", False):
+            self._debugger.start(model=model)
+        output = forward_fn(model, batch)
+        if getattr(self, "_dump_should_record", False):
+            self._finish_dump_step(batch)
+        return output
+""",
+        ),
+    ]
+
+    # Bad: no forward_backward_func call, or two of them; forward_step without a model call.
+    INVALID = [
+        PatchCase(
+            """
+class MegatronEngine:
+    def __init__(self):
+        super().__init__()
+
+    def forward_backward_batch(self, data, loss_function, forward_only=False):
+        return run_all(data)
+
+
+class MegatronEngineWithLMHead(MegatronEngine):
+    def forward_step(self, batch_iter, model, postprocess_micro_batch_func):
+        batch = next(batch_iter)
+        output = forward_fn(model, batch)
+""",
+            refusal="verl/workers/engine/megatron/transformer_impl.py: MegatronEngine.forward_backward_batch: expected exactly one `losses_reduced = forward_backward_func(...)`, found 0",
+        ),
+        PatchCase(
+            """
+class MegatronEngine:
+    def __init__(self):
+        super().__init__()
+
+    def forward_backward_batch(self, data, loss_function, forward_only=False):
+        losses_reduced = forward_backward_func(forward_step_func=forward_step)
+        losses_reduced = forward_backward_func(forward_step_func=forward_step)
+
+
+class MegatronEngineWithLMHead(MegatronEngine):
+    def forward_step(self, batch_iter, model, postprocess_micro_batch_func):
+        batch = next(batch_iter)
+        output = forward_fn(model, batch)
+""",
+            refusal="verl/workers/engine/megatron/transformer_impl.py: MegatronEngine.forward_backward_batch: expected exactly one `losses_reduced = forward_backward_func(...)`, found 2",
+        ),
+        PatchCase(
+            """
+class MegatronEngine:
+    def __init__(self):
+        super().__init__()
+
+    def forward_backward_batch(self, data, loss_function, forward_only=False):
+        losses_reduced = forward_backward_func(forward_step_func=forward_step)
+
+
+class MegatronEngineWithLMHead(MegatronEngine):
+    def forward_step(self, batch_iter, model, postprocess_micro_batch_func):
+        batch = next(batch_iter)
+        return self.run(model, batch)
+""",
+            refusal="verl/workers/engine/megatron/transformer_impl.py: MegatronEngineWithLMHead.forward_step: expected exactly one `output = forward_fn(...)` and at most one `output = fused_forward_fn(...)`, found 0 and 0",
+        ),
+    ]
 
     def insertions(self, path: str, module: cst.Module) -> list[Insertion]:
         engine = find_class(module, "MegatronEngine", path)

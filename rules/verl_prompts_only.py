@@ -34,10 +34,21 @@ from rlpatch.patch.rule import Insertion, PatchCase, exactly_one, find_class, fi
 
 from ._verl_consistency import VerlConsistencyRule, trim_to_prompts
 
-# Cases the anchor must accept and refuse (tests/test_patch_rule_cases.py runs them).
-VALID = [
-    PatchCase(
-        """
+
+class VerlPromptsOnly(VerlConsistencyRule):
+    """PROMPTS_ONLY=1 trims the batch to its prompts before log-probs are recomputed (RayPPOTrainer.fit)."""
+
+    id = "verl-prompts-only"
+    files = ("verl/trainer/ppo/ray_trainer.py",)
+    versions = "0.7.0+ (anchor checked 0.7.0 to 0.9.1)"
+    trainer = "RayPPOTrainer.fit (trainer.use_v1=False from 0.9.0, main_ppo_v0; the only trainer before 0.9.0)"
+    trainers = frozenset({"v0"})
+    markers = ("compute_prompts_only", "responses_len")
+
+    # Cases the anchor must accept and refuse (tests/test_patch_rule_cases.py runs them).
+    VALID = [
+        PatchCase(
+            """
 class RayPPOTrainer:
     def fit(self):
         for batch in data:
@@ -45,7 +56,7 @@ class RayPPOTrainer:
             if bypass_recomputing_logprobs:
                 pass
 """,
-        expected="""
+            expected="""
 class RayPPOTrainer:
     def fit(self):
         for batch in data:
@@ -64,26 +75,16 @@ class RayPPOTrainer:
             if bypass_recomputing_logprobs:
                 pass
 """,
-    ),
-]
-INVALID = [
-    # anchor renamed
-    PatchCase(
-        VALID[0].source.replace("if bypass_recomputing_logprobs:", "if bypass:"),
-        refusal="verl/trainer/ppo/ray_trainer.py: RayPPOTrainer.fit: expected exactly one `if bypass_recomputing_logprobs:` statement, found 0",
-    ),
-]
+        ),
+    ]
 
-
-class VerlPromptsOnly(VerlConsistencyRule):
-    """PROMPTS_ONLY=1 trims the batch to its prompts before log-probs are recomputed (RayPPOTrainer.fit)."""
-
-    id = "verl-prompts-only"
-    files = ("verl/trainer/ppo/ray_trainer.py",)
-    versions = "0.7.0+ (anchor checked 0.7.0 to 0.9.1)"
-    trainer = "RayPPOTrainer.fit (trainer.use_v1=False from 0.9.0, main_ppo_v0; the only trainer before 0.9.0)"
-    trainers = frozenset({"v0"})
-    markers = ("compute_prompts_only", "responses_len")
+    INVALID = [
+        # anchor renamed
+        PatchCase(
+            VALID[0].source.replace("if bypass_recomputing_logprobs:", "if bypass:"),
+            refusal="verl/trainer/ppo/ray_trainer.py: RayPPOTrainer.fit: expected exactly one `if bypass_recomputing_logprobs:` statement, found 0",
+        ),
+    ]
 
     def insertions(self, path: str, module: cst.Module) -> list[Insertion]:
         fit = find_method(find_class(module, "RayPPOTrainer", path), "fit", path)

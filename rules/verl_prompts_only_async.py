@@ -50,16 +50,29 @@ TEMPERATURE_STORE = m.SimpleStatementLine(
     ]
 )
 
-VALID = [
-    PatchCase(
-        """
+
+class VerlPromptsOnlyAsync(VerlConsistencyRule):
+    """PROMPTS_ONLY=1 trims each fully-async batch to its prompts (FullyAsyncTrainer._fit_generate)."""
+
+    id = "verl-prompts-only-async"
+    files = ("verl/experimental/fully_async_policy/fully_async_trainer.py",)
+    versions = "0.8.0+ (anchor checked 0.8.0 to 0.9.1)"
+    trainer = "FullyAsyncTrainer (entry verl.experimental.fully_async_policy.fully_async_main)"
+    trainers = frozenset({"fully-async"})
+    markers = ("compute_prompts_only", "responses_len")
+    since = "0.8.0"
+    before_since = "no fully-async trainer in this release (FullyAsyncTrainer ships from 0.8.0)"
+
+    VALID = [
+        PatchCase(
+            """
 class FullyAsyncTrainer:
     async def _fit_generate(self, batch=None):
         epoch, batch = await self._get_samples_from_queue()
         batch.meta_info["temperature"] = 1.0
         return batch
 """,
-        expected="""
+            expected="""
 class FullyAsyncTrainer:
     async def _fit_generate(self, batch=None):
         epoch, batch = await self._get_samples_from_queue()
@@ -77,28 +90,16 @@ class FullyAsyncTrainer:
         batch.meta_info["temperature"] = 1.0
         return batch
 """,
-    ),
-]
-INVALID = [
-    # no anchor
-    PatchCase(
-        VALID[0].source.replace('batch.meta_info["temperature"] = 1.0', "pass"),
-        refusal='verl/experimental/fully_async_policy/fully_async_trainer.py: FullyAsyncTrainer._fit_generate: expected exactly one `batch.meta_info["temperature"] = ...` statement, found 0',
-    ),
-]
+        ),
+    ]
 
-
-class VerlPromptsOnlyAsync(VerlConsistencyRule):
-    """PROMPTS_ONLY=1 trims each fully-async batch to its prompts (FullyAsyncTrainer._fit_generate)."""
-
-    id = "verl-prompts-only-async"
-    files = ("verl/experimental/fully_async_policy/fully_async_trainer.py",)
-    versions = "0.8.0+ (anchor checked 0.8.0 to 0.9.1)"
-    trainer = "FullyAsyncTrainer (entry verl.experimental.fully_async_policy.fully_async_main)"
-    trainers = frozenset({"fully-async"})
-    markers = ("compute_prompts_only", "responses_len")
-    since = "0.8.0"
-    before_since = "no fully-async trainer in this release (FullyAsyncTrainer ships from 0.8.0)"
+    INVALID = [
+        # no anchor
+        PatchCase(
+            VALID[0].source.replace('batch.meta_info["temperature"] = 1.0', "pass"),
+            refusal='verl/experimental/fully_async_policy/fully_async_trainer.py: FullyAsyncTrainer._fit_generate: expected exactly one `batch.meta_info["temperature"] = ...` statement, found 0',
+        ),
+    ]
 
     def insertions(self, path: str, module: cst.Module) -> list[Insertion]:
         method = find_method(find_class(module, "FullyAsyncTrainer", path), "_fit_generate", path)

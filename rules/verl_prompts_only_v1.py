@@ -166,16 +166,26 @@ def _prompts_only_resize(value, match, lengths, keep=None):
     return torch.nested.as_nested_tensor(resized_rows, layout=torch.jagged)
 '''
 
-VALID = [
-    PatchCase(
-        """
+
+class VerlPromptsOnlyV1(VerlV1Rule):
+    """PROMPTS_ONLY=1 cuts the v1 trainer's log-prob recompute to the prompts (ActorRolloutRefWorker.compute_log_prob)."""
+
+    id = "verl-prompts-only-v1"
+    files = (ENGINE_WORKERS,)
+    versions = "0.9.0+ (v1 trainer; anchor checked 0.9.0, 0.9.1 and main)"
+    trainer = "v1 PPOTrainer (trainer.use_v1=True, the default from 0.9.0), in ActorRolloutRefWorker.compute_log_prob"
+    markers = ("_prompts_only_inputs", "_prompts_only_outputs", "prompts_only_lengths")
+
+    VALID = [
+        PatchCase(
+            """
 class ActorRolloutRefWorker:
     def compute_log_prob(self, data):
         output = self.actor.infer_batch(data)
 
         return output.cpu() if output is not None else None
 """,
-        expected='''
+            expected='''
 class ActorRolloutRefWorker:
     def compute_log_prob(self, data):
         prompts_only_lengths = self._prompts_only_inputs(data)
@@ -255,30 +265,21 @@ class ActorRolloutRefWorker:
             resized_rows.append(resized)
         return torch.nested.as_nested_tensor(resized_rows, layout=torch.jagged)
 ''',
-    ),
-]
-INVALID = [
-    # anchor call renamed
-    PatchCase(
-        VALID[0].source.replace("self.actor.infer_batch(data)", "self.actor.forward(data)"),
-        refusal="verl/workers/engine_workers.py: ActorRolloutRefWorker.compute_log_prob: expected exactly one `output = self.actor.infer_batch(data)` statement, found 0",
-    ),
-    # method renamed
-    PatchCase(
-        VALID[0].source.replace("def compute_log_prob", "def compute_logprob"),
-        refusal="verl/workers/engine_workers.py: class ActorRolloutRefWorker: expected exactly one method compute_log_prob, found 0 methods named compute_log_prob",
-    ),
-]
+        ),
+    ]
 
-
-class VerlPromptsOnlyV1(VerlV1Rule):
-    """PROMPTS_ONLY=1 cuts the v1 trainer's log-prob recompute to the prompts (ActorRolloutRefWorker.compute_log_prob)."""
-
-    id = "verl-prompts-only-v1"
-    files = (ENGINE_WORKERS,)
-    versions = "0.9.0+ (v1 trainer; anchor checked 0.9.0, 0.9.1 and main)"
-    trainer = "v1 PPOTrainer (trainer.use_v1=True, the default from 0.9.0), in ActorRolloutRefWorker.compute_log_prob"
-    markers = ("_prompts_only_inputs", "_prompts_only_outputs", "prompts_only_lengths")
+    INVALID = [
+        # anchor call renamed
+        PatchCase(
+            VALID[0].source.replace("self.actor.infer_batch(data)", "self.actor.forward(data)"),
+            refusal="verl/workers/engine_workers.py: ActorRolloutRefWorker.compute_log_prob: expected exactly one `output = self.actor.infer_batch(data)` statement, found 0",
+        ),
+        # method renamed
+        PatchCase(
+            VALID[0].source.replace("def compute_log_prob", "def compute_logprob"),
+            refusal="verl/workers/engine_workers.py: class ActorRolloutRefWorker: expected exactly one method compute_log_prob, found 0 methods named compute_log_prob",
+        ),
+    ]
 
     def insertions(self, path: str, module: cst.Module) -> list[Insertion]:
         worker = find_class(module, WORKER_CLASS, path)

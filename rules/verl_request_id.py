@@ -72,10 +72,21 @@ SEND_STATEMENT = m.SimpleStatementLine(
 )
 RECORD_ID = 'OUTPUT.extra_fields["request_id"] = vllm_request_id'
 
-# The 0.7.0 and 0.7.1 shapes, as agent_loop.py (the rule's first file); the 0.9.x shape, as llm_server.py.
-VALID = [
-    PatchCase(
-        """
+
+class VerlRequestId(VerlConsistencyRule):
+    """The request id sent to the inference server is kept in the output's extra_fields["request_id"]."""
+
+    id = "verl-request-id"
+    files = (AGENT_LOOP, LLM_SERVER)
+    versions = "0.7.1+ (0.7.x agent_loop.py; 0.8.0+ llm_server.py; not 0.7.0)"
+    trainer = "agent-loop rollout under every trainer (LLMServerClient; 0.7.x AsyncLLMServerManager)"
+    trainers = frozenset({"v0", "v1", "fully-async"})
+    markers = ()
+
+    # The 0.7.0 and 0.7.1 shapes, as agent_loop.py (the rule's first file); the 0.9.x shape, as llm_server.py.
+    VALID = [
+        PatchCase(
+            """
 class AsyncLLMServerManager:
     async def generate(self, request_id, *, prompt_ids):
         server = self._choose_server(request_id)
@@ -85,7 +96,7 @@ class AsyncLLMServerManager:
         )
         return output
 """,
-        expected="""
+            expected="""
 class AsyncLLMServerManager:
     async def generate(self, request_id, *, prompt_ids):
         server = self._choose_server(request_id)
@@ -97,9 +108,9 @@ class AsyncLLMServerManager:
         output.extra_fields["request_id"] = vllm_request_id
         return output
 """,
-    ),
-    PatchCase(
-        """
+        ),
+        PatchCase(
+            """
 class AsyncLLMServerManager:
     async def generate(self, request_id, *, prompt_ids):
         server_id, server = await self._acquire_server(request_id)
@@ -112,7 +123,7 @@ class AsyncLLMServerManager:
         finally:
             self._release_server(server_id)
 """,
-        expected="""
+            expected="""
 class AsyncLLMServerManager:
     async def generate(self, request_id, *, prompt_ids):
         server_id, server = await self._acquire_server(request_id)
@@ -127,9 +138,9 @@ class AsyncLLMServerManager:
         finally:
             self._release_server(server_id)
 """,
-    ),
-    PatchCase(
-        """
+        ),
+        PatchCase(
+            """
 class LLMServerClient:
     async def generate(self, request_id, *, prompt_ids):
         server_id, server = await self._acquire_server(request_id)
@@ -142,7 +153,7 @@ class LLMServerClient:
         finally:
             self._release_server(server_id)
 """,
-        expected="""
+            expected="""
 class LLMServerClient:
     async def generate(self, request_id, *, prompt_ids):
         server_id, server = await self._acquire_server(request_id)
@@ -157,37 +168,27 @@ class LLMServerClient:
         finally:
             self._release_server(server_id)
 """,
-        path=LLM_SERVER,
-    ),
-]
-INVALID = [
-    # no request_id= argument
-    PatchCase(
-        VALID[1].source.replace("request_id=uuid4().hex,", ""),
-        refusal="verl/experimental/agent_loop/agent_loop.py: AsyncLLMServerManager.generate: expected one one-line `request_id=` argument in server.generate.remote(...), found 0 keyword arguments request_id= in the statement",
-    ),
-    # spans two lines
-    PatchCase(
-        VALID[1].source.replace("request_id=uuid4().hex,", "request_id=uuid4(\n            ).hex,"),
-        refusal="verl/experimental/agent_loop/agent_loop.py: AsyncLLMServerManager.generate: expected one one-line `request_id=` argument in server.generate.remote(...), found the value of request_id= spans several lines",
-    ),
-    # no generate call
-    PatchCase(
-        VALID[1].source.replace("await server.generate.remote(", "await server.chat.remote("),
-        refusal="verl/experimental/agent_loop/agent_loop.py: AsyncLLMServerManager.generate: expected exactly one `output = await server.generate.remote(...)` statement, found 0",
-    ),
-]
+            path=LLM_SERVER,
+        ),
+    ]
 
-
-class VerlRequestId(VerlConsistencyRule):
-    """The request id sent to the inference server is kept in the output's extra_fields["request_id"]."""
-
-    id = "verl-request-id"
-    files = (AGENT_LOOP, LLM_SERVER)
-    versions = "0.7.1+ (0.7.x agent_loop.py; 0.8.0+ llm_server.py; not 0.7.0)"
-    trainer = "agent-loop rollout under every trainer (LLMServerClient; 0.7.x AsyncLLMServerManager)"
-    trainers = frozenset({"v0", "v1", "fully-async"})
-    markers = ()
+    INVALID = [
+        # no request_id= argument
+        PatchCase(
+            VALID[1].source.replace("request_id=uuid4().hex,", ""),
+            refusal="verl/experimental/agent_loop/agent_loop.py: AsyncLLMServerManager.generate: expected one one-line `request_id=` argument in server.generate.remote(...), found 0 keyword arguments request_id= in the statement",
+        ),
+        # spans two lines
+        PatchCase(
+            VALID[1].source.replace("request_id=uuid4().hex,", "request_id=uuid4(\n            ).hex,"),
+            refusal="verl/experimental/agent_loop/agent_loop.py: AsyncLLMServerManager.generate: expected one one-line `request_id=` argument in server.generate.remote(...), found the value of request_id= spans several lines",
+        ),
+        # no generate call
+        PatchCase(
+            VALID[1].source.replace("await server.generate.remote(", "await server.chat.remote("),
+            refusal="verl/experimental/agent_loop/agent_loop.py: AsyncLLMServerManager.generate: expected exactly one `output = await server.generate.remote(...)` statement, found 0",
+        ),
+    ]
 
     def gate(self, target: Target) -> Gate:
         if target.version is not None and target.version.minor == (0, 7) and target.version < "0.7.1":

@@ -70,44 +70,6 @@ PARENT_GENERATE = m.SimpleStatementLine(
 )
 INHERIT = "FINAL.extra_fields.update(OUTPUT.extra_fields)"
 
-VALID = [
-    PatchCase(
-        """
-class FullyAsyncLLMServerClient(LLMServerClient):
-    async def generate(self, request_id, *, prompt_ids):
-        final_output = TokenOutput(token_ids=[])
-        while True:
-            output = await super().generate(request_id=request_id, prompt_ids=prompt_ids)
-            break
-        final_output.extra_fields["global_steps"] = global_steps
-        return final_output
-""",
-        expected="""
-class FullyAsyncLLMServerClient(LLMServerClient):
-    async def generate(self, request_id, *, prompt_ids):
-        final_output = TokenOutput(token_ids=[])
-        while True:
-            output = await super().generate(request_id=request_id, prompt_ids=prompt_ids)
-            break
-        final_output.extra_fields.update(output.extra_fields)
-        final_output.extra_fields["global_steps"] = global_steps
-        return final_output
-""",
-    ),
-]
-INVALID = [
-    # no parent output
-    PatchCase(
-        VALID[0].source.replace("await super().generate", "await self.generate"),
-        refusal="verl/experimental/fully_async_policy/fully_async_rollouter.py: FullyAsyncLLMServerClient.generate: expected exactly one `output = await super().generate(...)` statement, found 0",
-    ),
-    # no anchor
-    PatchCase(
-        VALID[0].source.replace('final_output.extra_fields["global_steps"] = global_steps', "pass"),
-        refusal='verl/experimental/fully_async_policy/fully_async_rollouter.py: FullyAsyncLLMServerClient.generate: expected exactly one `final_output.extra_fields["global_steps"] = ...` statement, found 0',
-    ),
-]
-
 
 class VerlRequestIdAsync(VerlConsistencyRule):
     """Fully-async resumed outputs keep the server output's extra_fields (and its request id)."""
@@ -120,6 +82,45 @@ class VerlRequestIdAsync(VerlConsistencyRule):
     markers = ()
     since = "0.8.0"
     before_since = "no FullyAsyncLLMServerClient in this release (it ships from 0.8.0)"
+
+    VALID = [
+        PatchCase(
+            """
+class FullyAsyncLLMServerClient(LLMServerClient):
+    async def generate(self, request_id, *, prompt_ids):
+        final_output = TokenOutput(token_ids=[])
+        while True:
+            output = await super().generate(request_id=request_id, prompt_ids=prompt_ids)
+            break
+        final_output.extra_fields["global_steps"] = global_steps
+        return final_output
+""",
+            expected="""
+class FullyAsyncLLMServerClient(LLMServerClient):
+    async def generate(self, request_id, *, prompt_ids):
+        final_output = TokenOutput(token_ids=[])
+        while True:
+            output = await super().generate(request_id=request_id, prompt_ids=prompt_ids)
+            break
+        final_output.extra_fields.update(output.extra_fields)
+        final_output.extra_fields["global_steps"] = global_steps
+        return final_output
+""",
+        ),
+    ]
+
+    INVALID = [
+        # no parent output
+        PatchCase(
+            VALID[0].source.replace("await super().generate", "await self.generate"),
+            refusal="verl/experimental/fully_async_policy/fully_async_rollouter.py: FullyAsyncLLMServerClient.generate: expected exactly one `output = await super().generate(...)` statement, found 0",
+        ),
+        # no anchor
+        PatchCase(
+            VALID[0].source.replace('final_output.extra_fields["global_steps"] = global_steps', "pass"),
+            refusal='verl/experimental/fully_async_policy/fully_async_rollouter.py: FullyAsyncLLMServerClient.generate: expected exactly one `final_output.extra_fields["global_steps"] = ...` statement, found 0',
+        ),
+    ]
 
     def anchor_text(self, path: str) -> str | None:
         return f"class {CLIENT_CLASS}"

@@ -74,10 +74,20 @@ if "request_id" in ROW:
     ROW["request_id"] = ""  # a synthetic padding row answers no request
 """
 
-# The row shape, as agent_loop_tq.py (the rule's first file); the padding shape, as padding_utils.py.
-VALID = [
-    PatchCase(
-        """
+
+class VerlRequestIdV1(VerlV1Rule):
+    """The v1 trainer's TransferQueue rows get a request_id field the engine worker logs (AgentLoopWorkerTQ)."""
+
+    id = "verl-request-id-v1"
+    files = (AGENT_LOOP_TQ, PADDING)
+    versions = "0.9.0+ (v1 trainer; anchors checked 0.9.0, 0.9.1 and main)"
+    trainer = "v1 PPOTrainer (trainer.use_v1=True, the default from 0.9.0), in AgentLoopWorkerTQ._agent_loop_postprocess"
+    markers = ()
+
+    # The row shape, as agent_loop_tq.py (the rule's first file); the padding shape, as padding_utils.py.
+    VALID = [
+        PatchCase(
+            """
 class AgentLoopWorkerTQ(AgentLoopWorker):
     async def _agent_loop_postprocess(self, output, validate, **kwargs):
         keys, fields, tags = [], [], []
@@ -87,7 +97,7 @@ class AgentLoopWorkerTQ(AgentLoopWorker):
             fields.append(field)
         await tq.async_kv_batch_put(keys=keys, fields=list_of_dict_to_tensordict(fields), tags=tags)
 """,
-        expected="""
+            expected="""
 class AgentLoopWorkerTQ(AgentLoopWorker):
     async def _agent_loop_postprocess(self, output, validate, **kwargs):
         keys, fields, tags = [], [], []
@@ -98,16 +108,16 @@ class AgentLoopWorkerTQ(AgentLoopWorker):
             fields.append(field)
         await tq.async_kv_batch_put(keys=keys, fields=list_of_dict_to_tensordict(fields), tags=tags)
 """,
-    ),
-    PatchCase(
-        """
+        ),
+        PatchCase(
+            """
 def upsample_batch_to_divisible_size(batch, batch_multiple, eos_token_id):
     template_sample, template_tag = construct_minimal_padding_template(source_td, tag, eos_token_id)
     pad_uid = f"pad{uuid.uuid4().hex}"
     template_sample["uid"] = pad_uid
     return batch
 """,
-        expected="""
+            expected="""
 def upsample_batch_to_divisible_size(batch, batch_multiple, eos_token_id):
     template_sample, template_tag = construct_minimal_padding_template(source_td, tag, eos_token_id)
     pad_uid = f"pad{uuid.uuid4().hex}"
@@ -116,31 +126,22 @@ def upsample_batch_to_divisible_size(batch, batch_multiple, eos_token_id):
         template_sample["request_id"] = ""  # a synthetic padding row answers no request
     return batch
 """,
-        path=PADDING,
-    ),
-]
-INVALID = [
-    # no append anchor
-    PatchCase(
-        VALID[0].source.replace("fields.append(field)", "fields += [field]"),
-        refusal="verl/trainer/ppo/v1/agent_loop_tq.py: AgentLoopWorkerTQ._agent_loop_postprocess: expected exactly one `fields.append(field)` statement, found 0",
-    ),
-    # class renamed
-    PatchCase(
-        VALID[0].source.replace("class AgentLoopWorkerTQ", "class AgentLoopWorkerV1"),
-        refusal="verl/trainer/ppo/v1/agent_loop_tq.py: expected exactly one top-level class AgentLoopWorkerTQ, found 0",
-    ),
-]
+            path=PADDING,
+        ),
+    ]
 
-
-class VerlRequestIdV1(VerlV1Rule):
-    """The v1 trainer's TransferQueue rows get a request_id field the engine worker logs (AgentLoopWorkerTQ)."""
-
-    id = "verl-request-id-v1"
-    files = (AGENT_LOOP_TQ, PADDING)
-    versions = "0.9.0+ (v1 trainer; anchors checked 0.9.0, 0.9.1 and main)"
-    trainer = "v1 PPOTrainer (trainer.use_v1=True, the default from 0.9.0), in AgentLoopWorkerTQ._agent_loop_postprocess"
-    markers = ()
+    INVALID = [
+        # no append anchor
+        PatchCase(
+            VALID[0].source.replace("fields.append(field)", "fields += [field]"),
+            refusal="verl/trainer/ppo/v1/agent_loop_tq.py: AgentLoopWorkerTQ._agent_loop_postprocess: expected exactly one `fields.append(field)` statement, found 0",
+        ),
+        # class renamed
+        PatchCase(
+            VALID[0].source.replace("class AgentLoopWorkerTQ", "class AgentLoopWorkerV1"),
+            refusal="verl/trainer/ppo/v1/agent_loop_tq.py: expected exactly one top-level class AgentLoopWorkerTQ, found 0",
+        ),
+    ]
 
     def insertions(self, path: str, module: cst.Module) -> list[Insertion]:
         if path == PADDING:

@@ -41,32 +41,6 @@ if {{switch}}:
     return {{first_parameter}}, {}
 """
 
-VALID = [
-    PatchCase(
-        '''
-def compute_rollout_correction_and_add_to_batch(batch, rollout_corr_config):
-    """Compute rollout correction weights."""
-    return batch, {"rollout_corr/x": 1.0}
-''',
-        expected='''
-def compute_rollout_correction_and_add_to_batch(batch, rollout_corr_config):
-    """Compute rollout correction weights."""
-    import os
-
-    if os.environ.get("PROMPTS_ONLY", "").strip().lower() in ("1", "true", "yes", "on"):
-        # PROMPTS_ONLY: the batch holds prompts only; nothing to weight or reject.
-        return batch, {}
-    return batch, {"rollout_corr/x": 1.0}
-''',
-    ),
-]
-INVALID = [
-    PatchCase(
-        VALID[0].source.replace("compute_rollout_correction_and_add_to_batch", "compute_rollout_correction"),
-        refusal="verl/trainer/ppo/rollout_corr_helper.py: expected exactly one top-level function compute_rollout_correction_and_add_to_batch, found 0",
-    ),
-]
-
 
 class VerlRolloutCorr(VerlConsistencyRule):
     """compute_rollout_correction_and_add_to_batch returns the batch untouched when PROMPTS_ONLY=1."""
@@ -77,6 +51,33 @@ class VerlRolloutCorr(VerlConsistencyRule):
     trainer = "every trainer: RayPPOTrainer.fit, v1 PPOTrainer._compute_advantage, FullyAsyncTrainer"
     trainers = frozenset({"v0", "v1", "fully-async"})
     markers = ("PROMPTS_ONLY",)
+
+    VALID = [
+        PatchCase(
+            '''
+def compute_rollout_correction_and_add_to_batch(batch, rollout_corr_config):
+    """Compute rollout correction weights."""
+    return batch, {"rollout_corr/x": 1.0}
+''',
+            expected='''
+def compute_rollout_correction_and_add_to_batch(batch, rollout_corr_config):
+    """Compute rollout correction weights."""
+    import os
+
+    if os.environ.get("PROMPTS_ONLY", "").strip().lower() in ("1", "true", "yes", "on"):
+        # PROMPTS_ONLY: the batch holds prompts only; nothing to weight or reject.
+        return batch, {}
+    return batch, {"rollout_corr/x": 1.0}
+''',
+        ),
+    ]
+
+    INVALID = [
+        PatchCase(
+            VALID[0].source.replace("compute_rollout_correction_and_add_to_batch", "compute_rollout_correction"),
+            refusal="verl/trainer/ppo/rollout_corr_helper.py: expected exactly one top-level function compute_rollout_correction_and_add_to_batch, found 0",
+        ),
+    ]
 
     def insertions(self, path: str, module: cst.Module) -> list[Insertion]:
         return at_function_start(

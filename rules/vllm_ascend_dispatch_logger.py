@@ -119,136 +119,6 @@ class NPUModelRunner:
             return
         dispatch_logger.log_debugger_step(self.debugger, scheduler_output, getattr(self, "attn_state", None), self)
 '''
-VALID: list[PatchCase] = [
-    # inline stops (0.12 .. 0.19)
-    PatchCase(
-        _INIT
-        + """
-    def execute_model(self, scheduler_output):
-        if self.debugger is not None:
-            self.debugger.start(model=self.model)
-        hidden = self.model(scheduler_output)
-        if self.pooling:
-            if self.debugger is not None:
-                self.debugger.stop()
-                self.debugger.step()
-            return hidden
-        self.state = (scheduler_output, hidden)
-
-    def sample_tokens(self, grammar_output):
-        (scheduler_output, hidden) = self.state
-        if self.debugger is not None:
-            self.debugger.stop()
-            self.debugger.step()
-        return hidden
-""",
-        expected=_PATCHED_INIT + """
-    def execute_model(self, scheduler_output):
-        if self.debugger is not None:
-            self.debugger.start(model=self.model)
-        hidden = self.model(scheduler_output)
-        if self.pooling:
-            if self.debugger is not None:
-                self._finish_msprobe_step(scheduler_output)
-                self.debugger.stop()
-                self.debugger.step()
-            return hidden
-        self.state = (scheduler_output, hidden)
-
-    def sample_tokens(self, grammar_output):
-        (scheduler_output, hidden) = self.state
-        if self.debugger is not None:
-            self._finish_msprobe_step(scheduler_output)
-            self.debugger.stop()
-            self.debugger.step()
-        return hidden
-""",
-    ),
-    # _finalize_dump_data (0.20.2rc1+)
-    PatchCase(
-        _INIT
-        + """
-    def execute_model(self, scheduler_output):
-        self._start_dump_data()
-        if not scheduler_output.total_num_scheduled_tokens:
-            self._finalize_dump_data()
-            return None
-        self.state = scheduler_output
-
-    def sample_tokens(self, grammar_output):
-        scheduler_output = self.state
-        self._finalize_dump_data()
-        return scheduler_output
-
-    def _dummy_run(self, num_tokens):
-        self._finalize_dump_data(dump=False)
-
-    def _finalize_dump_data(self, **kwargs):
-        if self.debugger is not None:
-            self.debugger.stop()
-            self.debugger.step(**kwargs)
-""",
-        expected=_PATCHED_INIT + """
-    def execute_model(self, scheduler_output):
-        self._start_dump_data()
-        if not scheduler_output.total_num_scheduled_tokens:
-            self._finish_msprobe_step(scheduler_output)
-            self._finalize_dump_data()
-            return None
-        self.state = scheduler_output
-
-    def sample_tokens(self, grammar_output):
-        scheduler_output = self.state
-        self._finish_msprobe_step(scheduler_output)
-        self._finalize_dump_data()
-        return scheduler_output
-
-    def _dummy_run(self, num_tokens):
-        self._finalize_dump_data(dump=False)
-
-    def _finalize_dump_data(self, **kwargs):
-        if self.debugger is not None:
-            self.debugger.stop()
-            self.debugger.step(**kwargs)
-""",
-    ),
-]
-INVALID: list[PatchCase] = [
-    # scheduler_output not bound at a stop site
-    PatchCase(
-        _INIT
-        + """
-    def sample_tokens(self, grammar_output):
-        if self.debugger is not None:
-            self.debugger.stop()
-            self.debugger.step()
-""",
-        refusal="vllm_ascend/worker/model_runner_v1.py: NPUModelRunner.sample_tokens: expected `scheduler_output` bound before every dump stop site, found 1 stop site(s) where it is not bound",
-    ),
-    # no PrecisionDebugger created in __init__
-    PatchCase(
-        """\
-class NPUModelRunner:
-    def __init__(self):
-        self.debugger = None
-
-    def execute_model(self, scheduler_output):
-        if self.debugger is not None:
-            self.debugger.stop()
-""",
-        refusal="vllm_ascend/worker/model_runner_v1.py: NPUModelRunner.__init__: expected exactly one `self.debugger = PrecisionDebugger(...)`, found 0",
-    ),
-    # no stop site
-    PatchCase(
-        _INIT
-        + """
-    def execute_model(self, scheduler_output):
-        return scheduler_output
-""",
-        refusal="vllm_ascend/worker/model_runner_v1.py: NPUModelRunner: expected at least one dump stop site (`self.debugger.stop()` or `self._finalize_dump_data()`), found none",
-    ),
-]
-
 # ---------------------------------------------------------------------------------------------
 # The inserted code, and the file the rule creates.
 # ---------------------------------------------------------------------------------------------
@@ -375,6 +245,137 @@ class VllmAscendDispatchLogger(PatchRule):
     versions = "0.12.0rc1+ (msprobe dump hooks; 0.13.0, 0.18.0, 0.23.0 checked)"
     trainer = "vLLM-Ascend inference server (rollout), not a trainer"
     markers = ("_dispatch_logger", "_finish_msprobe_step", "DispatchLogger")
+
+    VALID = [
+        # inline stops (0.12 .. 0.19)
+        PatchCase(
+            _INIT
+            + """
+    def execute_model(self, scheduler_output):
+        if self.debugger is not None:
+            self.debugger.start(model=self.model)
+        hidden = self.model(scheduler_output)
+        if self.pooling:
+            if self.debugger is not None:
+                self.debugger.stop()
+                self.debugger.step()
+            return hidden
+        self.state = (scheduler_output, hidden)
+
+    def sample_tokens(self, grammar_output):
+        (scheduler_output, hidden) = self.state
+        if self.debugger is not None:
+            self.debugger.stop()
+            self.debugger.step()
+        return hidden
+""",
+            expected=_PATCHED_INIT + """
+    def execute_model(self, scheduler_output):
+        if self.debugger is not None:
+            self.debugger.start(model=self.model)
+        hidden = self.model(scheduler_output)
+        if self.pooling:
+            if self.debugger is not None:
+                self._finish_msprobe_step(scheduler_output)
+                self.debugger.stop()
+                self.debugger.step()
+            return hidden
+        self.state = (scheduler_output, hidden)
+
+    def sample_tokens(self, grammar_output):
+        (scheduler_output, hidden) = self.state
+        if self.debugger is not None:
+            self._finish_msprobe_step(scheduler_output)
+            self.debugger.stop()
+            self.debugger.step()
+        return hidden
+""",
+        ),
+        # _finalize_dump_data (0.20.2rc1+)
+        PatchCase(
+            _INIT
+            + """
+    def execute_model(self, scheduler_output):
+        self._start_dump_data()
+        if not scheduler_output.total_num_scheduled_tokens:
+            self._finalize_dump_data()
+            return None
+        self.state = scheduler_output
+
+    def sample_tokens(self, grammar_output):
+        scheduler_output = self.state
+        self._finalize_dump_data()
+        return scheduler_output
+
+    def _dummy_run(self, num_tokens):
+        self._finalize_dump_data(dump=False)
+
+    def _finalize_dump_data(self, **kwargs):
+        if self.debugger is not None:
+            self.debugger.stop()
+            self.debugger.step(**kwargs)
+""",
+            expected=_PATCHED_INIT + """
+    def execute_model(self, scheduler_output):
+        self._start_dump_data()
+        if not scheduler_output.total_num_scheduled_tokens:
+            self._finish_msprobe_step(scheduler_output)
+            self._finalize_dump_data()
+            return None
+        self.state = scheduler_output
+
+    def sample_tokens(self, grammar_output):
+        scheduler_output = self.state
+        self._finish_msprobe_step(scheduler_output)
+        self._finalize_dump_data()
+        return scheduler_output
+
+    def _dummy_run(self, num_tokens):
+        self._finalize_dump_data(dump=False)
+
+    def _finalize_dump_data(self, **kwargs):
+        if self.debugger is not None:
+            self.debugger.stop()
+            self.debugger.step(**kwargs)
+""",
+        ),
+    ]
+
+    INVALID = [
+        # scheduler_output not bound at a stop site
+        PatchCase(
+            _INIT
+            + """
+    def sample_tokens(self, grammar_output):
+        if self.debugger is not None:
+            self.debugger.stop()
+            self.debugger.step()
+""",
+            refusal="vllm_ascend/worker/model_runner_v1.py: NPUModelRunner.sample_tokens: expected `scheduler_output` bound before every dump stop site, found 1 stop site(s) where it is not bound",
+        ),
+        # no PrecisionDebugger created in __init__
+        PatchCase(
+            """\
+class NPUModelRunner:
+    def __init__(self):
+        self.debugger = None
+
+    def execute_model(self, scheduler_output):
+        if self.debugger is not None:
+            self.debugger.stop()
+""",
+            refusal="vllm_ascend/worker/model_runner_v1.py: NPUModelRunner.__init__: expected exactly one `self.debugger = PrecisionDebugger(...)`, found 0",
+        ),
+        # no stop site
+        PatchCase(
+            _INIT
+            + """
+    def execute_model(self, scheduler_output):
+        return scheduler_output
+""",
+            refusal="vllm_ascend/worker/model_runner_v1.py: NPUModelRunner: expected at least one dump stop site (`self.debugger.stop()` or `self._finalize_dump_data()`), found none",
+        ),
+    ]
 
     def gate(self, target: Target) -> Gate:
         too_old = target.version is not None and target.version < NATIVE_DUMP_FROM

@@ -1,5 +1,5 @@
 """The patch wing's typed door (`rlpatch.patch.api`): usable without the command line, and what a
-command did to a rule is an `Outcome` the code can ask, whose value is the message the report shows.
+command did to a rule is an `Outcome` the code can ask, kept apart from what the rule found (`Finding`).
 """
 
 from __future__ import annotations
@@ -54,3 +54,34 @@ def test_verify_payload_is_verify_json_without_a_lock(tree: Path) -> None:
     rules, targets = api.select(api.TargetOptions(verl_root=str(tree)))
     assert api.verify_payload(verl_root=str(tree)) == api.verify(targets, rules).payload()
     assert not (tree / ".rlpatch").exists()
+
+
+def test_a_report_keeps_what_it_found_apart_from_what_the_command_did(tree: Path) -> None:
+    """The finding is decided by reading the tree and never changes; the outcome says what the command
+    did; the state and message shown derive from the two (never rewritten after the fact)."""
+    options = api.ApplyOptions(verl_root=str(tree), rule_ids=",".join(ENGINE_RULES))
+    rules, targets = api.select(options)
+    applied = api.apply(targets, rules, options)
+    first = applied.reports[0]
+    assert (first.finding, first.outcome, first.state, first.message) == (
+        api.Finding.ABSENT, api.Outcome.APPLIED_NOW, "applied", "applied now")
+    assert first.remark == "applied now"  # what the text report shows in brackets
+
+    looked = api.verify(targets, rules).reports[0]
+    assert (looked.finding, looked.outcome, looked.state, looked.message, looked.remark) == (
+        api.Finding.APPLIED, None, "applied", "applied", "")
+    reverted = api.revert(targets, rules).reports[0]
+    assert (reverted.finding, reverted.outcome, reverted.state) == (api.Finding.APPLIED, api.Outcome.REVERTED, "absent")
+
+
+def test_a_release_that_needs_force_is_refused_by_its_outcome(tree: Path) -> None:
+    (tree / "verl/version/version").write_text("0.6.0\n")
+    options = api.ApplyOptions(verl_root=str(tree), rule_ids=",".join(ENGINE_RULES))
+    rules, targets = api.select(options)
+    result = api.apply(targets, rules, options)
+    assert result.refused and result.refusals
+    for report in result.refusals:
+        assert (report.finding, report.outcome, report.state) == (api.Finding.ABSENT, api.Outcome.NEEDS_FORCE, "refused")
+        assert report.message == f"{report.warning}; pass --force to patch anyway"
+    forced = api.apply(targets, rules, api.ApplyOptions(verl_root=str(tree), rule_ids=",".join(ENGINE_RULES), force=True))
+    assert not forced.refused and forced.rules_with(api.Outcome.APPLIED_NOW) == sorted(ENGINE_RULES)

@@ -1,4 +1,5 @@
-"""Each patch rule's own VALID / INVALID cases (PatchCase), turned into tests (Fixit / LibCST style).
+"""Each patch rule class's own VALID / INVALID cases (PatchCase), turned into tests (Fixit / LibCST style),
+as tests/test_lint_rule_cases.py turns each lint rule class's Cases.
 
 A VALID case pins the exact patched text (`expected`, the diff users review); it must also compile,
 be found applied so that a second apply is a no-op, and strip back into the original bytes. An
@@ -20,8 +21,7 @@ RULES = registry.patch_rules()
 
 def _cases(kind: str):
     for rule in RULES:
-        module = __import__(type(rule).__module__, fromlist=[kind])
-        for index, case in enumerate(getattr(module, kind, [])):
+        for index, case in enumerate(getattr(rule, kind)):
             yield pytest.param(rule, case, id=f"{rule.id}-{kind.lower()}-{index}")
 
 
@@ -39,17 +39,22 @@ def test_invalid_case_is_refused_with_its_message(rule, case):
 
 def test_every_rule_has_cases():
     for rule in RULES:
+        assert rule.VALID, f"{rule.id} has no VALID cases"
+        assert rule.INVALID, f"{rule.id} has no INVALID cases"
+
+
+def test_cases_are_class_attributes_of_the_rule():
+    """Like a lint rule's Cases, a patch rule's cases live on its class, not beside it in the module."""
+    for rule in RULES:
         module = __import__(type(rule).__module__, fromlist=["VALID"])
-        assert getattr(module, "VALID", None), f"{rule.id} has no VALID cases"
-        assert getattr(module, "INVALID", None), f"{rule.id} has no INVALID cases"
+        assert not hasattr(module, "VALID") and not hasattr(module, "INVALID"), type(rule).__module__
 
 
 def test_every_rule_documents_different_good_and_bad_shapes():
     """`rlpatch rule ID` shows the first VALID (good) and INVALID (bad) case: they must differ."""
     same = []
     for rule in RULES:
-        module = __import__(type(rule).__module__, fromlist=["VALID"])
-        good, bad = module.VALID[0], module.INVALID[0]
+        good, bad = rule.VALID[0], rule.INVALID[0]
         if textwrap.dedent(good.source).strip() == textwrap.dedent(bad.source).strip():
             same.append(rule.id)
     assert not same, same

@@ -19,18 +19,18 @@ PATCHED_RELEASES = SGLANG_PATCHED_VERSIONS
 NATIVE_RELEASES = SGLANG_NATIVE_VERSIONS
 
 
-ONE_FINAL_RETURN, DISPATCHER = (case.source for case in rule_module.VALID)
+ONE_FINAL_RETURN, DISPATCHER = (case.source for case in RULE.VALID)
 
 
-@pytest.mark.parametrize("index", range(len(rule_module.VALID)))
+@pytest.mark.parametrize("index", range(len(RULE.VALID)))
 def test_valid_cases_patch_and_strip_exactly_with_names_bound(index: int) -> None:
-    assert_patch_cycle(RULE, MODEL_RUNNER, rule_module.VALID[index].source, f"valid {index}")
+    assert_patch_cycle(RULE, MODEL_RUNNER, RULE.VALID[index].source, f"valid {index}")
 
 
-@pytest.mark.parametrize("index", range(len(rule_module.INVALID)))
+@pytest.mark.parametrize("index", range(len(RULE.INVALID)))
 def test_invalid_cases_are_refused_naming_file_and_class(index: int) -> None:
     with pytest.raises(AnchorError) as refused:
-        RULE.insertions(MODEL_RUNNER, cst.parse_module(rule_module.INVALID[index].source))
+        RULE.insertions(MODEL_RUNNER, cst.parse_module(RULE.INVALID[index].source))
     assert MODEL_RUNNER in str(refused.value) and "ModelRunner" in str(refused.value)
 
 

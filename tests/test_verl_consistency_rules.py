@@ -69,7 +69,7 @@ def test_rules_are_registered_in_mode_consistency() -> None:
 def test_duplicated_anchor_is_ambiguous() -> None:
     from rlpatch.rules import verl_prompts_only
 
-    doubled = verl_prompts_only.VALID[0].source.replace(
+    doubled = verl_prompts_only.VerlPromptsOnly.VALID[0].source.replace(
         "            if bypass_recomputing_logprobs:\n                pass\n",
         "            if bypass_recomputing_logprobs:\n                pass\n" * 2,
     )
@@ -85,7 +85,7 @@ def test_duplicated_anchor_is_ambiguous() -> None:
 def _request_id_case() -> tuple[str, str]:
     from rlpatch.rules import verl_request_id
 
-    case = next(case for case in verl_request_id.VALID if case.path == verl_request_id.LLM_SERVER)
+    case = next(case for case in verl_request_id.VerlRequestId.VALID if case.path == verl_request_id.LLM_SERVER)
     return case.path, case.source
 
 

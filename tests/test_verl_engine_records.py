@@ -26,24 +26,24 @@ def _patched(rule: Any, source: str) -> str:
 
 
 def test_fsdp_disable_adapter_is_marked_exactly() -> None:
-    patched = _patched(verl_engine_fsdp.VerlEngineFsdp(), verl_engine_fsdp.VALID[2].source)
+    patched = _patched(verl_engine_fsdp.VerlEngineFsdp(), verl_engine_fsdp.VerlEngineFsdp.VALID[2].source)
     assert verl_engine_fsdp.PATCHED_DISABLE_ADAPTER.strip("\n") in patched
 
 
 def test_megatron_disable_adapter_is_marked() -> None:
-    patched = _patched(verl_engine_megatron.VerlEngineMegatron(), verl_engine_megatron.VALID[2].source)
+    patched = _patched(verl_engine_megatron.VerlEngineMegatron(), verl_engine_megatron.VerlEngineMegatron.VALID[2].source)
     assert (f"        {common.MARK_REFERENCE_PASS}\n"
             "        return self.peft_cls.disable_adapter(self.module)\n") in patched
 
 
 def test_releases_without_disable_adapter_get_no_mark() -> None:
-    for rule, source in ((verl_engine_fsdp.VerlEngineFsdp(), verl_engine_fsdp.VALID[0].source),
-                         (verl_engine_megatron.VerlEngineMegatron(), verl_engine_megatron.VALID[0].source)):
+    for rule, source in ((verl_engine_fsdp.VerlEngineFsdp(), verl_engine_fsdp.VerlEngineFsdp.VALID[0].source),
+                         (verl_engine_megatron.VerlEngineMegatron(), verl_engine_megatron.VerlEngineMegatron.VALID[0].source)):
         assert "_dump_reference_pass = True" not in _patched(rule, source)
 
 
 def test_prompts_only_v1_leaves_the_reference_pass_whole() -> None:
-    patched = _patched(verl_prompts_only_v1.VerlPromptsOnlyV1(), verl_prompts_only_v1.VALID[0].source)
+    patched = _patched(verl_prompts_only_v1.VerlPromptsOnlyV1(), verl_prompts_only_v1.VerlPromptsOnlyV1.VALID[0].source)
     assert ('        reference_pass = data.get("no_lora_adapter") if "no_lora_adapter" in keys else False\n'
             '        if getattr(reference_pass, "data", reference_pass):\n'
             "            return None\n") in patched

@@ -68,7 +68,7 @@ def test_a_trainer_the_release_does_not_ship_is_absent() -> None:
 
 
 def test_padding_rows_get_their_request_id_blanked() -> None:
-    padding = next(case for case in verl_request_id_v1.VALID if case.path == verl_request_id_v1.PADDING)
+    padding = next(case for case in verl_request_id_v1.VerlRequestIdV1.VALID if case.path == verl_request_id_v1.PADDING)
     module = cst.parse_module(padding.source)
     patched = edits.insert(module, VerlRequestIdV1().insertions(verl_request_id_v1.PADDING, module)).code
     assert 'template_sample["uid"] = pad_uid\n    if "request_id" in template_sample:\n' in patched

@@ -12,7 +12,6 @@ from rulecheck import assert_patch_cycle
 
 from rlpatch.patch import edits
 from rlpatch.patch.rule import AnchorError, Target
-from rlpatch.rules import vllm_ascend_dispatch_logger as rule_module
 from rlpatch.rules.vllm_ascend_dispatch_logger import LOGGER_FILE, MODEL_RUNNER, VllmAscendDispatchLogger
 from rlpatch.upstream.versions import Version
 
@@ -25,12 +24,12 @@ def _target(root: Path | str, version: str | None) -> Target:
     return Target("vllm_ascend", str(root), Version.maybe(version))
 
 
-INLINE_STOPS, FINALIZE_CALLS = (case.source for case in rule_module.VALID)
+INLINE_STOPS, FINALIZE_CALLS = (case.source for case in RULE.VALID)
 
 
-@pytest.mark.parametrize("index", range(len(rule_module.VALID)))
+@pytest.mark.parametrize("index", range(len(RULE.VALID)))
 def test_valid_cases_patch_and_strip_exactly_with_names_bound(index: int) -> None:
-    patched = assert_patch_cycle(RULE, MODEL_RUNNER, rule_module.VALID[index].source, f"valid {index}").patched
+    patched = assert_patch_cycle(RULE, MODEL_RUNNER, RULE.VALID[index].source, f"valid {index}").patched
     assert patched.count(HOOK) == 2
 
 
@@ -41,10 +40,10 @@ def test_dummy_run_finalize_is_not_hooked() -> None:
     assert HOOK not in dummy
 
 
-@pytest.mark.parametrize("index", range(len(rule_module.INVALID)))
+@pytest.mark.parametrize("index", range(len(RULE.INVALID)))
 def test_invalid_cases_are_refused_naming_file_and_class(index: int) -> None:
     with pytest.raises(AnchorError) as refused:
-        RULE.insertions(MODEL_RUNNER, cst.parse_module(rule_module.INVALID[index].source))
+        RULE.insertions(MODEL_RUNNER, cst.parse_module(RULE.INVALID[index].source))
     assert MODEL_RUNNER in str(refused.value) and "NPUModelRunner" in str(refused.value)
 
 

@@ -220,8 +220,7 @@ def patch_page(rule: Any) -> Page:
     root = _ROOT_OPTION.get(rule.package, "--verl-root")
     # A patch rule's cases are PatchCase objects (rlpatch.patch.rule, never imported here: it needs libcst).
     examples = tuple(Example(textwrap.dedent(case.source).strip("\n"), (), (), caption=caption)
-                     for cases, caption in ((getattr(module, "VALID", ()), "Patched"),
-                                            (getattr(module, "INVALID", ()), "Refused (the anchor is not there)"))
+                     for cases, caption in ((rule.VALID, "Patched"), (rule.INVALID, "Refused (the anchor is not there)"))
                      if cases for case in cases[:1])
     versions = f"Supported: {rule.versions}." + (f"\n\n{authored['Versions']}" if authored.get("Versions") else "")
     trainer = f"{(rule.trainer or 'not stated')[:1].upper()}{(rule.trainer or 'not stated')[1:]}." + (f"\n\n{authored['Trainer']}" if authored.get("Trainer") else "")

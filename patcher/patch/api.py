@@ -8,8 +8,9 @@ patch state here instead of running a command.
 - `apply(targets, rules, ApplyOptions)` -> `ApplyResult`; `verify(targets, rules)` -> `VerifyResult`
   (`verify` and `status`); `revert(targets, rules)` -> `RevertResult`; `diff(targets, rules)` ->
   `DiffResult`. Each takes the trees' locks and recovers an interrupted command first; what the user
-  must hear while it runs goes to `say` (default: nothing). What a command did to a rule is an
-  `Outcome`, whose value is the message the report shows.
+  must hear while it runs goes to `say` (default: nothing). Each rule's report keeps what the rule
+  found on the tree (a `Finding`) apart from what the command did with it (an `Outcome`); the state
+  and message it shows (text, JSON) derive from the two.
 - `verify_payload(...)`: what `rlpatch verify --format json` prints, as a dict, without a lock.
 - `payload`, `coverage`, `unchecked_packages`, `not_applicable_targets`: the parts of that report.
 """
@@ -22,7 +23,6 @@ from rlpatch.patch.commands import (
     ApplyResult,
     Commit,
     DiffResult,
-    Outcome,
     RevertResult,
     RuleOutcome,
     VerifyResult,
@@ -35,9 +35,10 @@ from rlpatch.patch.commands import (
 from rlpatch.patch.options import ApplyOptions, Say, TargetOptions, silent
 from rlpatch.patch.reporting import coverage, not_applicable_targets, payload, unchecked_packages
 from rlpatch.patch.selection import Selection, select
+from rlpatch.patch.states import Finding, Outcome
 
 __all__ = [
-    "ApplyOptions", "ApplyResult", "Commit", "DiffResult", "Outcome", "RevertResult", "RuleOutcome", "Say",
+    "ApplyOptions", "ApplyResult", "Commit", "DiffResult", "Finding", "Outcome", "RevertResult", "RuleOutcome", "Say",
     "Selection", "TargetOptions", "VerifyResult", "apply", "coverage", "diff", "not_applicable_targets", "payload",
     "revert", "select", "silent", "unchecked_packages", "verify", "verify_payload",
 ]

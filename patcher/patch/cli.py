@@ -78,8 +78,7 @@ def print_reports(reports: Sequence[RuleReport], targets: Sequence[Target], outp
             line = f"  {report.rule.id:<28} {report.state:<15}"
             if target.package == "verl":  # which trainer runs the rule's code
                 line += f" {_runs_under(report.rule):<18}"
-            extra = report.message if report.message not in ("", "applied", "not applied", report.state) else ""
-            click.echo(line + (f" {files}" if files else "") + (f"  [{extra}]" if extra else ""))
+            click.echo(line + (f" {files}" if files else "") + (f"  [{report.remark}]" if report.remark else ""))
             if report.warning:
                 click.echo(f"    warning: {report.warning}")
         state, not_applied = set_state([report for report in reports if report.target is target])

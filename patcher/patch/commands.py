@@ -9,32 +9,18 @@ comes back in the result, which the command line shows.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
 from pathlib import Path
 from typing import Any, Sequence
 
 from rlpatch.errors import InputError, RefusedError
 from rlpatch.patch import engine, journal, transaction
-from rlpatch.patch.engine import Change, RuleReport, RuleState, Session
+from rlpatch.patch.engine import Change, RuleReport, Session
 from rlpatch.patch.lock import locked_all
 from rlpatch.patch.options import ApplyOptions, Say, silent
 from rlpatch.patch.reporting import cannot_take_effect, not_applicable_targets, payload, unchecked_packages
 from rlpatch.patch.rule import PatchRule, Target
 from rlpatch.patch.statefiles import state_dir
-
-
-class Outcome(str, Enum):
-    """What apply or revert did with one rule. The value is the message its report shows, so the
-    text and JSON read as they always did while the code asks the outcome, never the message."""
-
-    APPLIED_NOW = "applied now"
-    ALREADY_APPLIED = "already applied, nothing to do"
-    WOULD_APPLY = "would apply"
-    REVERTED = "reverted"
-    NOTHING_TO_REVERT = "not applied, nothing to do"
-
-    def __str__(self) -> str:
-        return self.value
+from rlpatch.patch.states import IN_PLACE, REFUSES_APPLY, REFUSES_REVERT, Finding, Outcome
 
 
 @dataclass(frozen=True)
@@ -85,7 +71,7 @@ class VerifyResult:
 
     def failing(self) -> list[RuleReport]:
         """The rules neither applied nor not applicable to their release."""
-        return [report for report in self.reports if report.state not in ("applied", "not-applicable")]
+        return [report for report in self.reports if report.finding not in IN_PLACE]
 
     def not_applicable_targets(self) -> list[Target]:
         """The trees on which no selected rule applies to the release (verify calls the set not applied)."""
@@ -172,39 +158,37 @@ def apply(targets: Sequence[Target], rules: Sequence[PatchRule], options: ApplyO
         checkouts = _check_git(targets, changed_paths, options.allow_dirty)
         commits = _plan_commits(checkouts, changes) if options.commit and changes else {}
         if options.dry_run:
-            return ApplyResult(reports, outcomes=_settle(reports, {"absent": ("absent", Outcome.WOULD_APPLY),
-                                                                   "partial": ("partial", Outcome.WOULD_APPLY)}))
+            return ApplyResult(reports, outcomes=_settle(reports, {Finding.ABSENT: Outcome.WOULD_APPLY,
+                                                                   Finding.PARTIAL: Outcome.WOULD_APPLY}))
         writes = engine.writes_for_apply(session, changes)
         for root, checkout in checkouts.items():
             session.manifest(root).git_head = checkout.head()
             checkout.exclude(state_dir(root))
         engine.commit_all(session, writes, "apply", say)
-        result = ApplyResult(reports, outcomes=_settle(reports, {"absent": ("applied", Outcome.APPLIED_NOW),
-                                                                 "partial": ("applied", Outcome.APPLIED_NOW),
-                                                                 "applied": ("applied", Outcome.ALREADY_APPLIED)}))
+        result = ApplyResult(reports, outcomes=_settle(reports, {Finding.ABSENT: Outcome.APPLIED_NOW,
+                                                                 Finding.PARTIAL: Outcome.APPLIED_NOW,
+                                                                 Finding.APPLIED: Outcome.ALREADY_APPLIED}))
         _commit(session, checkouts, commits, result)
     return result
 
 
 def _apply_refusals(reports: Sequence[RuleReport], force: bool) -> list[RuleReport]:
-    """The rules that stop apply; a release that needs --force becomes a refusal saying so."""
-    refusals = [r for r in reports if r.state in ("refused", "drifted")]
-    refusals += [r for r in reports if r.needs_force and not force and r.state != "applied"]
+    """The rules that stop apply; a release that needs --force is refused with the outcome saying so."""
+    refusals = [r for r in reports if r.finding in REFUSES_APPLY]
+    refusals += [r for r in reports if r.needs_force and not force and r.finding is not Finding.APPLIED]
     for report in refusals:
-        if report.needs_force and report.state not in ("refused", "drifted"):
-            report.message = f"{report.warning}; pass --force to patch anyway"
-            report.state = "refused"
+        if report.needs_force and report.finding not in REFUSES_APPLY:
+            report.outcome = Outcome.NEEDS_FORCE
     return refusals
 
 
-def _settle(reports: Sequence[RuleReport], moves: dict[str, tuple[RuleState, Outcome]]) -> list[RuleOutcome]:
-    """Move each report whose state is a key of `moves` to its new state, with the outcome's message."""
+def _settle(reports: Sequence[RuleReport], outcomes: dict[Finding, Outcome]) -> list[RuleOutcome]:
+    """Give each report whose finding is a key of `outcomes` that outcome (what the command did)."""
     done = []
     for report in reports:
-        if report.state in moves:
-            report.state, outcome = moves[report.state]
-            report.message = outcome.value
-            done.append(RuleOutcome(report, outcome))
+        if report.finding in outcomes:
+            report.outcome = outcomes[report.finding]
+            done.append(RuleOutcome(report, report.outcome))
     return done
 
 
@@ -265,7 +249,7 @@ def revert(targets: Sequence[Target], rules: Sequence[PatchRule], say: Say = sil
         recover(targets, say, held)
         session = Session(targets)
         reports = _reports(session, rules, targets, structural=True)
-        refused = [r for r in reports if r.state == "refused"]
+        refused = [r for r in reports if r.finding in REFUSES_REVERT]
         if refused:
             return RevertResult(reports, refusals=refused)
         try:
@@ -275,8 +259,8 @@ def revert(targets: Sequence[Target], rules: Sequence[PatchRule], say: Say = sil
         notes += _committed_notes(session, reports)
         _forget_stale(session, reports, writes)
         engine.commit_all(session, writes, "revert", say)
-        outcomes = _settle(reports, {"applied": ("absent", Outcome.REVERTED), "partial": ("absent", Outcome.REVERTED),
-                                     "absent": ("absent", Outcome.NOTHING_TO_REVERT)})
+        outcomes = _settle(reports, {Finding.APPLIED: Outcome.REVERTED, Finding.PARTIAL: Outcome.REVERTED,
+                                     Finding.ABSENT: Outcome.NOTHING_TO_REVERT})
     return RevertResult(reports, notes=notes, outcomes=outcomes)
 
 
@@ -285,7 +269,7 @@ def _committed_notes(session: Session, reports: Sequence[RuleReport]) -> list[st
     from rlpatch.patch.gitinfo import checkout_of
 
     notes = []
-    for root in sorted({r.target.root for r in reports if r.state in ("applied", "partial")}):
+    for root in sorted({r.target.root for r in reports if r.finding in (Finding.APPLIED, Finding.PARTIAL)}):
         sha = session.manifest(root).git_commit
         checkout = checkout_of(root) if sha else None
         if sha and checkout is not None and checkout.contains(sha):
@@ -298,7 +282,7 @@ def _forget_stale(session: Session, reports: Sequence[RuleReport], writes: dict[
     """Rules the manifest lists but that are no longer in their files (a `git revert` of the patch
     commit, a checkout): forget them, so that a revert with nothing to do leaves no `.rlpatch/`."""
     for target in {report.target.root: report.target for report in reports}.values():
-        absent = {r.rule.id for r in reports if r.target.root == target.root and r.state == "absent"}
+        absent = {r.rule.id for r in reports if r.target.root == target.root and r.finding is Finding.ABSENT}
         manifest = session.manifest(target.root)
         if not absent or not any(set(record.rules) & absent for record in manifest.files.values()):
             continue
@@ -315,7 +299,7 @@ def diff(targets: Sequence[Target], rules: Sequence[PatchRule], say: Say = silen
         recover(targets, say, held)
         session = Session(targets)
         reports = _reports(session, rules, targets, structural=True)
-        refusals = [r for r in reports if r.state in ("refused", "drifted")]
+        refusals = [r for r in reports if r.finding in REFUSES_APPLY]
         if refusals:
             return DiffResult(refusals, [])
         return DiffResult([], engine.planned_changes(session, reports))

@@ -12,19 +12,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Literal, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 from rlpatch.errors import InputError
 from rlpatch.patch import transaction
 from rlpatch.patch.manifest import FileRecord, Manifest, sha256
 from rlpatch.patch.rule import AnchorError, NewFile, PatchRule, Target
 from rlpatch.patch.statefiles import STATE_DIR
+from rlpatch.patch.states import STATE_AFTER, Finding, Outcome, RuleState
 from rlpatch.patch.transaction import Write
 
 if TYPE_CHECKING:  # edits (and libcst) are imported only when a file must be parsed
     from rlpatch.patch.edits import Edit
-
-RuleState = Literal["applied", "absent", "partial", "drifted", "not-applicable", "refused"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -112,15 +111,38 @@ class FilePlan:
 
 @dataclass
 class RuleReport:
-    """A rule on a target: its state, its files and a message for the user."""
+    """A rule on a target: what it found there (`finding`, with its `detail` for the user), its files,
+    and what the command then did with it (`outcome`; None while the command only looked)."""
 
     rule: PatchRule
     target: Target
-    state: RuleState
+    finding: Finding
     files: list[FilePlan] = field(default_factory=list)
-    message: str = ""
+    detail: str = ""  # the finding said for the user: "applied", "not applied", what drifted, why not applicable
     warning: str = ""
     needs_force: bool = False
+    outcome: Outcome | None = None
+
+    @property
+    def state(self) -> RuleState:
+        """The state the report shows: the finding's, or the one the command's outcome left."""
+        after = STATE_AFTER.get(self.outcome) if self.outcome is not None else None
+        return after or self.finding.value
+
+    @property
+    def message(self) -> str:
+        """The report's message: what the command did, else what the rule found."""
+        if self.outcome is Outcome.NEEDS_FORCE:
+            return f"{self.warning}; pass --force to patch anyway"
+        return self.outcome.value if self.outcome is not None else self.detail
+
+    @property
+    def remark(self) -> str:
+        """What the text report adds in brackets: the message, unless the state already says it all
+        (a plain applied or absent finding, or nothing to say)."""
+        if self.outcome is None and self.finding in (Finding.APPLIED, Finding.ABSENT):
+            return ""
+        return self.message
 
     def as_json(self) -> dict:
         return {
@@ -167,22 +189,22 @@ class Session:
     def report(self, rule: PatchRule, target: Target, *, structural: bool = True) -> RuleReport:
         gate = rule.gate(target)
         if gate.status == "not-applicable":
-            return RuleReport(rule, target, "not-applicable", message=gate.message)
+            return RuleReport(rule, target, Finding.NOT_APPLICABLE, detail=gate.message)
         present = [relative for relative in rule.files if (Path(target.root) / relative).exists()]
         creates = [new.path for new in rule.new_files(target)]
         edited = [relative for relative in present if relative not in creates]
         if not edited:
             missing = ", ".join(rule.files)
             return RuleReport(
-                rule, target, "not-applicable", message=f"{target.package} {target.version_text} has no {missing}"
+                rule, target, Finding.NOT_APPLICABLE, detail=f"{target.package} {target.version_text} has no {missing}"
             )
-        report = RuleReport(rule, target, "absent", warning=gate.message if gate.status in ("warn", "force") else "")
+        report = RuleReport(rule, target, Finding.ABSENT, warning=gate.message if gate.status in ("warn", "force") else "")
         report.needs_force = gate.status == "force"
         try:
             plans = [self._file_plan(rule, target, relative, structural) for relative in edited]
         except AnchorError as err:
-            report.state = "refused"
-            report.message = f"{err} (in {target.package} {target.version_text})"
+            report.finding = Finding.SHAPE_UNKNOWN
+            report.detail = f"{err} (in {target.package} {target.version_text})"
             return report
         # A rule whose anchor moved between files across releases (verl's request-id client) has
         # no edit in the file of the other releases: that file is not the rule's in this tree.
@@ -191,11 +213,11 @@ class Session:
             report.files.append(self._new_file_plan(target, new))
         if not report.files:
             return RuleReport(
-                rule, target, "not-applicable",
-                message=f"{target.package} {target.version_text}: no anchor of {rule.id} in {', '.join(edited)}",
+                rule, target, Finding.NOT_APPLICABLE,
+                detail=f"{target.package} {target.version_text}: no anchor of {rule.id} in {', '.join(edited)}",
             )
-        report.state = _combine([plan.state for plan in report.files])
-        report.message = _describe(report)
+        report.finding = Finding(_combine([plan.state for plan in report.files]))
+        report.detail = _describe(report)
         return report
 
     def _file_plan(self, rule: PatchRule, target: Target, relative: str, structural: bool) -> FilePlan:
@@ -256,9 +278,9 @@ def set_state(reports: Sequence[RuleReport]) -> tuple[RuleState, list[str]]:
 
 
 def _describe(report: RuleReport) -> str:
-    if report.state == "applied":
+    if report.finding is Finding.APPLIED:
         return "applied"
-    if report.state == "absent":
+    if report.finding is Finding.ABSENT:
         return "not applied"
     details = [f"{plan.relative}: {plan.state}" + (f" ({plan.detail})" if plan.detail else "") for plan in report.files if plan.state != "applied" or plan.detail]
     return "; ".join(details)

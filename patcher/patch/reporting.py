@@ -7,6 +7,7 @@ from typing import Any, Sequence
 
 from rlpatch.patch.engine import RuleReport, set_state
 from rlpatch.patch.rule import PatchRule, Target
+from rlpatch.patch.states import Finding
 from rlpatch.upstream.api import TrainerCoverage, trainer_coverage
 
 
@@ -54,7 +55,7 @@ def not_applicable_targets(reports: Sequence[RuleReport], targets: Sequence[Targ
     found = []
     for target in targets:
         own = [report for report in reports if report.target is target]
-        if own and all(report.state == "not-applicable" for report in own) and \
+        if own and all(report.finding is Finding.NOT_APPLICABLE for report in own) and \
                 not all(report.rule.gate(target).native for report in own):
             found.append(target)
     return found

@@ -96,9 +96,9 @@ class NewFile:
 class PatchCase:
     """One case of a patch rule: an upstream-shaped `source` and what the rule must make of it.
 
-    A rule module lists them as `VALID` (shapes it patches: `expected` is the exact patched text, the
-    diff a reviewer reads) and `INVALID` (drifted shapes: `refusal` is the AnchorError message, or a
-    part of it, the rule must raise). tests/test_patch_rule_cases.py runs every case, and
+    A rule class lists them as its class attributes `VALID` (shapes it patches: `expected` is the
+    exact patched text, the diff a reviewer reads) and `INVALID` (drifted shapes: `refusal` is the
+    AnchorError message, or a part of it, the rule must raise), as a lint rule lists its `Case`s. tests/test_patch_rule_cases.py runs every case, and
     `rlpatch rule ID` shows the first of each as the rule's good and bad example.
 
     Case texts are written as triple-quoted strings at the left margin, so `source` and `expected`
@@ -149,6 +149,10 @@ class PatchRule:
     # (empty: not code a verl trainer runs, e.g. an inference server).
     trainer: ClassVar[str] = ""
     trainers: ClassVar[frozenset[str]] = frozenset()
+    # The rule's cases (PatchCase), turned into tests by tests/test_patch_rule_cases.py; the first of
+    # each is the good and the bad example of its page (`rlpatch rule ID`).
+    VALID: ClassVar[Sequence[PatchCase]] = ()
+    INVALID: ClassVar[Sequence[PatchCase]] = ()
 
     @classmethod
     def summary(cls) -> str:
