@@ -101,11 +101,11 @@ def bench_compare(pairs: int, jobs: int) -> None:
             subprocess.run([sys.executable, str(twins), str(root / name), naming, "tensor", *fault], check=True,
                            capture_output=True)
         train, infer = (str(root / name / "step0" / "rank0" / "dump.json") for name in ("train", "infer"))
-        from rlpatch.dumps.command import compare_argv
+        from rlpatch.dumps.command import CompareCommand
 
         for workers in sorted({1, jobs}):
-            results = [PairResult(None, compare_argv(train, infer, "megatron", str(root / f"o{workers}_{i}"),  # type: ignore[arg-type]
-                                                     [sys.executable]), str(root / f"o{workers}_{i}"))
+            results = [PairResult(None, CompareCommand((sys.executable,), train, infer, "megatron",  # type: ignore[arg-type]
+                                                       str(root / f"o{workers}_{i}")), str(root / f"o{workers}_{i}"))
                        for i in range(pairs)]
             start = time.perf_counter()
             run_all(results, workers)
@@ -113,7 +113,7 @@ def bench_compare(pairs: int, jobs: int) -> None:
             bad = [r.error for r in results if r.error or r.attribution is None]
             if bad:
                 sys.exit(f"compare failed: {bad[0]}")
-            culprit = results[0].attribution.divergence["module"]  # type: ignore[union-attr]
+            culprit = results[0].attribution.divergence.module  # type: ignore[union-attr]
             assert culprit == CULPRITS["megatron"]["dtype"], culprit
             msprobe = sum(r.msprobe_seconds for r in results)
             print(f"compare --jobs {workers}: {pairs} pairs in {wall:.1f} s = {60 * pairs / wall:.1f} pairs/min; "
@@ -313,7 +313,7 @@ def bench_slicing(pairs: int) -> None:
     from divergence_twins import CULPRITS
 
     from rlpatch.dumps.api import CompareOptions, PairOptions, compare_dumps, pair_dumps
-    from rlpatch.dumps.command import compare_argv
+    from rlpatch.dumps.command import CompareCommand
     from rlpatch.dumps.compare import PairResult, run_all
 
     with tempfile.TemporaryDirectory(prefix="rlpatch-bench-slicing-") as directory:
@@ -341,8 +341,8 @@ def bench_slicing(pairs: int) -> None:
                               (packed_infer / "100" / "dispatch_log.jsonl", infer_log)):
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text("".join(json.dumps(r) + "\n" for r in records))
-        whole = [PairResult(None, compare_argv(str(train), str(infer), "fsdp", str(root / f"w{i}"),  # type: ignore[arg-type]
-                                               [sys.executable]), str(root / f"w{i}")) for i in range(pairs)]
+        whole = [PairResult(None, CompareCommand((sys.executable,), str(train), str(infer), "fsdp",  # type: ignore[arg-type]
+                                                 str(root / f"w{i}")), str(root / f"w{i}")) for i in range(pairs)]
         run_all(whole, 1)
         start = time.perf_counter()
         pair_dumps(PairOptions(str(packed_train), str(packed_infer)))

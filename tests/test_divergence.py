@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from rlpatch.dumps.command import compare_argv
-from rlpatch.dumps.divergence import attribute_csv, culprits
+from rlpatch.dumps.divergence import Divergence, Outcome, attribute_csv, culprits
 
 pytestmark = [pytest.mark.runtime, pytest.mark.slow]
 
@@ -72,15 +72,15 @@ def test_the_culprit_is_the_injected_module(dumps, backend, task, fault):
     attribution = attribute_csv(_compare(dumps, backend, task, fault))
     divergence = attribution.divergence
     assert attribution.verdict == "diverges", attribution.why
-    assert divergence is not None and divergence["module"] == CULPRITS[backend][fault], attribution.why
-    assert divergence["output_error"] > divergence["floor"] >= divergence["input_error"]
-    assert divergence["layer"] == int(CULPRITS[backend][fault].split("layers.")[1].split(".")[0])
-    assert divergence["metric"] == ("norm_relative" if task == "tensor" else "statistics")
-    assert divergence["name"].startswith("Module.") and divergence["infer_name"].startswith("Module.model.layers.")
+    assert divergence is not None and divergence.module == CULPRITS[backend][fault], attribution.why
+    assert divergence.output_error > divergence.floor >= divergence.input_error
+    assert divergence.layer == int(CULPRITS[backend][fault].split("layers.")[1].split(".")[0])
+    assert divergence.metric == ("norm_relative" if task == "tensor" else "statistics")
+    assert divergence.name.startswith("Module.") and divergence.infer_name.startswith("Module.model.layers.")
     # the modules after it only inherit; roots and unmatched rows are counted, never judged
     assert attribution.counts["unmatched"] > 0 and attribution.counts["roots"] > 0
     if task == "tensor":  # statistics are a proxy of the error: later growth can pass the factor there
-        assert all(p.role != "introduces" for p in attribution.points if p.module != divergence["module"])
+        assert all(p.role != "introduces" for p in attribution.points if p.module != divergence.module)
 
 
 @pytest.mark.parametrize("backend", ["fsdp", "megatron"])
@@ -101,12 +101,14 @@ def test_a_fault_under_the_floor_is_not_guessed(dumps, backend):
 def test_a_floor_from_rtol_hides_the_bf16_matmul(dumps):
     csv_path = _compare(dumps, "fsdp", "tensor", "dtype")
     assert attribute_csv(csv_path, rtol=0.05).verdict in ("within-floor", "agrees")
-    assert attribute_csv(csv_path, rtol=1e-4).divergence["module"] == CULPRITS["fsdp"]["dtype"]
+    assert attribute_csv(csv_path, rtol=1e-4).divergence.module == CULPRITS["fsdp"]["dtype"]
 
 
 def test_culprits_across_pairs_most_frequent_first():
-    down = {"module": "model.layers.1.mlp.down_proj", "layer": 1}
-    norm = {"module": "model.layers.2.input_layernorm", "layer": 2}
-    found = culprits([("a", 0, norm), ("b", 0, down), ("b", 1, down), ("c", 1, down), ("d", 0, None)])
-    assert found == [{"module": down["module"], "layer": 1, "pairs": ["b", "c"], "ranks": [0, 1]},
-                     {"module": norm["module"], "layer": 2, "pairs": ["a"], "ranks": [0]}]
+    down = Divergence("model.layers.1.mlp.down_proj", "d", "d", 1, "norm_relative", 0.1, 0.0, 0.01)
+    norm = Divergence("model.layers.2.input_layernorm", "n", "n", 2, "norm_relative", 0.1, 0.0, 0.01)
+    found = culprits(Outcome(request_id, rank, "diverges" if divergence else "agrees", divergence) for
+                     request_id, rank, divergence in [("a", 0, norm), ("b", 0, down), ("b", 1, down), ("c", 1, down),
+                                                      ("d", 0, None)])
+    assert found == [{"module": down.module, "layer": 1, "pairs": ["b", "c"], "ranks": [0, 1]},
+                     {"module": norm.module, "layer": 2, "pairs": ["a"], "ranks": [0]}]

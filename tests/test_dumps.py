@@ -239,6 +239,30 @@ def test_compare_argv_token_by_token():
         command.compare_argv("T", "I", "deepspeed", "OUT")
 
 
+def test_one_compare_command_from_the_plan_to_the_stored_run():
+    planned = command.CompareCommand(("/opt/py", "-X", "utf8"), "T/dump.json", "I/dump.json", "fsdp", "OUT")
+    cut = planned.on("OUT/cut/train/dump.json", "OUT/cut/infer/dump.json")  # what a rows pair or the FSDP map runs
+    assert cut.argv == command.compare_argv("OUT/cut/train/dump.json", "OUT/cut/infer/dump.json", "fsdp", "OUT",
+                                            ["/opt/py", "-X", "utf8"])
+    assert command.CompareCommand.from_argv(cut.argv) == cut  # a stored run's argv reads back as its command
+    for foreign in (["python", "-m", "msprobe.msprobe", "compare"], [*cut.argv, "--extra"], ["x", "-tp"]):
+        assert command.CompareCommand.from_argv(foreign) is None, foreign
+
+
+def test_each_compare_csv_is_read_once(tmp_path, monkeypatch):
+    from rlpatch.dumps import compare
+
+    reads = []
+    original = compare.read_compare_csv
+    monkeypatch.setattr(compare, "read_compare_csv", lambda path: reads.append(path) or original(path))
+    train = train_tree(tmp_path / "t", [train_record(0, [A]), train_record(1, [B])])
+    infer = infer_tree(tmp_path / "i", [infer_record(0, [(A, "new")]), infer_record(1, [(B, "new")])])
+    result = run_cli("dumps", "compare", "--train", str(train), "--infer", str(infer), "-o", str(tmp_path / "out"),
+                     "--python", str(_fake_msprobe(tmp_path)), "--format", "json")
+    csvs = [entry["csv"] for entry in json.loads(result.stdout)["results"]]
+    assert len(csvs) == 2 and sorted(reads) == sorted(csvs)  # counts, first difference and culprit from one read
+
+
 def test_no_backend_equals_form_is_ever_produced(tmp_path):
     train = train_tree(tmp_path / "t", [train_record(0, [A])])
     infer = infer_tree(tmp_path / "i", [infer_record(0, [(A, "new")])])

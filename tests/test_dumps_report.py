@@ -126,13 +126,13 @@ def test_dumps_report_bad_input_is_one_line_and_writes_nothing(tmp_path, monkeyp
 def synthetic(pairs: int, layers: int = 28, per_layer: int = 8) -> tuple[dict, list]:
     """A compare's answer and attributions for `pairs` pairs of a `layers`-layer model (no msprobe)."""
     from rlpatch.dumps.batches import by_batch_size, per_request
-    from rlpatch.dumps.divergence import Attribution, Point, culprits
+    from rlpatch.dumps.divergence import Attribution, Divergence, Outcome, Point, culprits
 
     modules = ["model.embed_tokens"] + [f"model.layers.{layer}.{part}" for layer in range(layers)
                                         for part in ("input_layernorm", "self_attn.q_proj", "self_attn.k_proj",
                                                      "self_attn.v_proj", "self_attn.o_proj", "self_attn",
                                                      "mlp.gate_up_proj", "mlp")[:per_layer]] + ["model.norm", "lm_head"]
-    entries, attributions = [], []
+    entries, attributions, outcomes = [], [], []
     for n in range(pairs):
         culprit = 1 + (n * 7919) % (len(modules) - 3) if n % 3 else None
         points, error = [], 1e-9
@@ -145,12 +145,11 @@ def synthetic(pairs: int, layers: int = 28, per_layer: int = 8) -> tuple[dict, l
         divergence = None
         if culprit is not None:
             point = points[culprit]
-            divergence = {"module": point.module, "name": f"Module.{point.module}.X.forward.0",
-                          "infer_name": f"Module.{point.module}.X.forward.0", "layer": point.layer,
-                          "metric": "norm_relative", "output_error": point.output_error,
-                          "input_error": point.input_error, "floor": point.floor}
+            divergence = Divergence(point.module, f"Module.{point.module}.X.forward.0",
+                                    f"Module.{point.module}.X.forward.0", point.layer, "norm_relative",
+                                    point.output_error, point.input_error, point.floor)
         verdict = "diverges" if divergence else "within-floor"
-        why = (f"{divergence['module']} introduces it: output error 0.05" if divergence
+        why = (f"{divergence.module} introduces it: output error 0.05" if divergence
                else "differences up to 4.5e-09 stay under the floor")
         attribution = Attribution(verdict, why, divergence, {"no_data": 0, "unreadable": 0, "roots": 2}, points)
         request = f"req-{n // 2:05d}"
@@ -159,13 +158,13 @@ def synthetic(pairs: int, layers: int = 28, per_layer: int = 8) -> tuple[dict, l
                         "csv": f"/nonexistent/{request}/compare_result.csv",
                         "rows": {"pass": 400, "warning": 3, "error": 2, "unmatched": 5, "no_data": 0,
                                  "unreadable": 0, "roots": 2},
-                        "unmatched": 5, "verdict": verdict, "why": why, "divergence": divergence,
+                        "unmatched": 5, "verdict": verdict, "why": why,
+                        "divergence": None if divergence is None else divergence.as_json(),
                         "first_difference": None, "error": None})
         attributions.append(attribution)
-    data = {"results": entries, "culprits": culprits((e["request_id"], e["train"]["rank"], e["divergence"])
-                                                     for e in entries),
-            "unpaired": [], "problems": [], "reused": 0}
-    data.update(requests=per_request(entries), by_batch_size=by_batch_size(entries))
+        outcomes.append(Outcome(request, n % 2, verdict, divergence))
+    data = {"results": entries, "culprits": culprits(outcomes), "unpaired": [], "problems": [], "reused": 0}
+    data.update(requests=per_request(outcomes), by_batch_size=by_batch_size(outcomes))
     return data, attributions
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from rlpatch.dumps.api import PairOptions, pair_dumps
 from rlpatch.dumps.batches import batch_lines, by_batch_size, per_request
+from rlpatch.dumps.divergence import Divergence, Outcome
 from rlpatch.dumps.layout import scan
 from rlpatch.dumps.scoping import scoping_problems
 
@@ -173,9 +174,12 @@ def test_check_flags_a_request_scoped_cut_in_the_schedulers_order(tmp_path: Path
     assert scoping_problems(scan(str(infer), validate=False), "d-0a1b2c3d")[0].find("matches no scheduled id") > 0
 
 
+def _divergence(module: str) -> Divergence:
+    return Divergence(module, f"{module}.forward.0", f"{module}.forward.0", None, "norm_relative", 0.1, 0.0, 0.01)
+
+
 def test_divergence_against_the_batch_size() -> None:
-    entries = [{"request_id": r, "verdict": v, "divergence": {"module": m} if m else None,
-                "slices": {"infer": {"requests_in_step": n}}}
+    entries = [Outcome(r, 0, v, _divergence(m) if m else None, n)
                for r, v, m, n in (("a", "diverges", "norm", 2), ("b", "diverges", "norm", 2),
                                   ("a", "within-floor", None, 1))]
     sizes = by_batch_size(entries)
@@ -213,7 +217,8 @@ def test_the_report_shows_the_divergence_against_the_batch_size() -> None:
 
     entries = [{"request_id": "a", "verdict": "diverges", "divergence": {"module": "m<1>"},
                 "slices": {"infer": {"requests_in_step": 2}}}]
-    page = batch_html({"results": entries, "by_batch_size": by_batch_size(entries)})
+    sizes = by_batch_size([Outcome("a", 0, "diverges", _divergence("m<1>"), 2)])
+    page = batch_html({"results": entries, "by_batch_size": sizes})
     assert "<td>2</td><td>1</td><td>1 diverges</td><td>m&lt;1&gt; (1)</td>" in page
     assert batch_html({"results": [{"request_id": "a"}], "by_batch_size": []}) == ""
 

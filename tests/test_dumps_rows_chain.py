@@ -24,7 +24,8 @@ for _module in REHEARSAL_MODULES:
     pytest.importorskip(_module)
 
 from rlpatch.dumps.api import CompareOptions, PairOptions, compare_dumps, pair_dumps  # noqa: E402
-from rlpatch.dumps.compare import compare_argv, read_compare_rows  # noqa: E402
+from rlpatch.dumps.command import compare_argv  # noqa: E402
+from rlpatch.dumps.compare_csv import forward_rows, read_compare_csv  # noqa: E402
 from rlpatch.dumps.mapping import map_training_dump  # noqa: E402
 
 pytestmark = [pytest.mark.runtime, pytest.mark.upstream, pytest.mark.slow]
@@ -84,9 +85,9 @@ def test_packed_slices_compare_clean_and_as_the_single_request_dumps(dumps: Pack
     mapped = map_training_dump(alone["train"]["path"], str(out))
     argv = compare_argv(mapped or alone["train"]["path"], alone["infer"]["path"], "fsdp", str(out), [sys.executable])
     subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    oracle_rows, _ = read_compare_rows(str(next(out.glob("compare_result_*.csv"))))
+    oracle_rows, _ = forward_rows(read_compare_csv(str(next(out.glob("compare_result_*.csv")))))
     cut = next(r for r in packed["results"] if _label(r) == (request_id, 0))
-    cut_rows, _ = read_compare_rows(cut["csv"])
+    cut_rows, _ = forward_rows(read_compare_csv(cut["csv"]))
     oracle = {row.name: row for row in oracle_rows if ".parameters." not in row.name}
     sliced = {row.name: row for row in cut_rows if ".parameters." not in row.name}
     assert set(sliced) == set(oracle) - {n for n in oracle if "attention_mask" in n or "output.1" in n}
@@ -133,7 +134,7 @@ def test_a_fault_in_one_tp_ranks_shard_is_named(dumps: PackingDumps, tmp_path: P
     assert {r["verdict"] for r in data["results"]} == {"diverges"}
     assert [c["module"] for c in data["culprits"]] == [SHARD_CULPRIT]
     # Inside it, msprobe's row for the rebuilt gate_up_proj output is where the cosine falls (its input agrees).
-    rows, _ = read_compare_rows(data["results"][0]["csv"])
+    rows, _ = forward_rows(read_compare_csv(data["results"][0]["csv"]))
     gate_up = {row.name.rsplit(".forward.0.", 1)[1]: float(row.metrics["Cosine"]) for row in rows
                if f"layers.{LAST_LAYER}." in row.name and "up_proj" in row.name and ".parameters." not in row.name}
     assert gate_up["input.0"] > 0.999 and gate_up["output.0"] < 0.9, gate_up

@@ -22,7 +22,8 @@ import pytest
 from conftest import run_cli
 from test_dumps import infer_record, infer_tree, train_record, train_tree
 
-from rlpatch.dumps.divergence import attribute, read_records, tensor_error
+from rlpatch.dumps.compare_csv import CsvRow, read_compare_csv
+from rlpatch.dumps.divergence import attribute, tensor_error
 
 HEADER = ("NPU Name,Bench Name,NPU Dtype,Bench Dtype,NPU Tensor Shape,Bench Tensor Shape,Cosine,EucDist,MaxAbsErr,"
           "MaxRelativeErr,NPU l2norm,Bench l2norm,Result,Err_message")
@@ -63,8 +64,8 @@ def test_a_row_rlpatch_cannot_read_never_lets_a_pair_agree(tmp_path: Path) -> No
 
 def test_a_semicolon_inside_a_module_name_is_unreadable_not_no_data() -> None:
     npu = "Module.model.a;b.Linear.forward.0.output.0"
-    records = list(csv.DictReader([HEADER, ROW.format(npu=npu, bench=GOOD[1], result="error"),
-                                   ROW.format(npu=GOOD[0], bench=GOOD[1], result="pass")]))
+    records = [CsvRow(cells) for cells in csv.DictReader([HEADER, ROW.format(npu=npu, bench=GOOD[1], result="error"),
+                                                          ROW.format(npu=GOOD[0], bench=GOOD[1], result="pass")])]
     found = attribute(records)
     assert found.counts["unreadable"] == 1 and found.verdict == "undecided", found.why
 
@@ -81,17 +82,17 @@ STAT_KEYS = ("NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor S
              "Bench max", "Bench min", "Bench mean", "Bench l2norm", "Result")
 
 
-def _merged(parts: list[list[float]], bench: list[float], shapes: str, bench_shape: str) -> dict[str, str]:
+def _merged(parts: list[list[float]], bench: list[float], shapes: str, bench_shape: str) -> CsvRow:
     def stats(values: list[float]) -> tuple[float, float, float, float]:
         return max(values), min(values), sum(values) / len(values), math.sqrt(sum(v * v for v in values))
 
     npu = [stats(part) for part in parts]
     whole = stats(bench)
-    return dict(zip(STAT_KEYS, [
+    return CsvRow(dict(zip(STAT_KEYS, [
         "Module.m.layers.0.q_proj.Linear.forward.0.output.0;  Module.m.layers.0.k_proj.Linear.forward.0.output.0",
         "Module.m.layers.0.qkv_proj.Linear.forward.0.output.0", "torch.float32;torch.float32", "torch.float32",
         shapes, bench_shape, "0", "0", "Diff", "Diff", str(max(s[0] for s in npu)), str(min(s[1] for s in npu)),
-        ";".join(str(s[2]) for s in npu), ";".join(str(s[3]) for s in npu), *map(str, whole), "error"], strict=True))
+        ";".join(str(s[2]) for s in npu), ";".join(str(s[3]) for s in npu), *map(str, whole), "error"], strict=True)))
 
 
 def test_merged_statistics_follow_exactly_from_the_parts() -> None:
@@ -124,9 +125,9 @@ def test_a_clean_fsdp_statistics_control_against_vllm_fused_projections(tmp_path
     result = subprocess.run(compare_argv(train, infer, "fsdp", str(out), [sys.executable]), capture_output=True,
                             text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-2000:]
-    records = read_records(str(next(out.glob("compare_result_*.csv"))))
-    merged = [r for r in records if ";" in r["NPU Name"] and ".backward." not in r["NPU Name"]]
-    assert merged and all(r["Result"] == "error" and r["Mean diff"] == "Diff" for r in merged)
+    records = read_compare_csv(str(next(out.glob("compare_result_*.csv"))))
+    merged = [r for r in records if ";" in r.name and ".backward." not in r.name]
+    assert merged and all(r.get("Result") == "error" and r.get("Mean diff") == "Diff" for r in merged)
     assert all(error is not None and error < 4.8e-7 for error in map(tensor_error, merged))
     found = attribute(records)
     assert found.verdict in ("agrees", "within-floor") and found.divergence is None, found.why

@@ -78,7 +78,7 @@ def _correlation(train: str, infer: str, backend: str) -> Correlation:
 def _pair_json(result: Correlation, backend: str, out: str, python: list[str]) -> dict[str, Any]:
     pairs = [{"request_id": pair.request_id, "train": pair.train.as_json(False), "infer": pair.infer.as_json(True),
               **({} if pair.rows is None else {"slices": pair.rows.as_json()}),
-              "command": argv} for pair, _, argv in planned_commands(result.pairs, backend, out, python)]
+              "command": command.argv} for pair, _, command in planned_commands(result.pairs, backend, out, python)]
     return {"pairs": pairs, "unpaired": result.unpaired, "problems": result.problems, "notes": result.notes}
 
 
@@ -169,12 +169,13 @@ def _compare_here(options: CompareOptions, progress: Progress) -> Comparison:
         run_all(results, workers, update)
     entries = [r.as_json() for r in results]
     reused = sum(r.reused for r in results)
-    found = culprits((e["request_id"], e["train"]["rank"], e["divergence"]) for e in entries)
+    outcomes = [r.outcome for r in results]
+    found = culprits(outcomes)
     data: dict[str, Any] = {"results": entries, "culprits": found, "unpaired": correlation.unpaired,
                             "problems": correlation.problems, "reused": reused}
     from rlpatch.dumps.batches import by_batch_size, per_request
 
-    data.update(requests=per_request(entries), by_batch_size=by_batch_size(entries))
+    data.update(requests=per_request(outcomes), by_batch_size=by_batch_size(outcomes))
     problem = _keep(results, keys, options.out, data, facts)
     from rlpatch.dumps.report import write_report
 
@@ -228,10 +229,10 @@ def _compare_on_cluster(options: CompareOptions, address: str) -> Comparison:
     from rlpatch.dumps.remote import cluster_lines, compare_on_cluster, report_facts
     from rlpatch.dumps.report import write_report
 
-    data, results = compare_on_cluster(options, address, options.ray_runtime_env, options.ray_timeout)
+    data, attributions = compare_on_cluster(options, address, options.ray_runtime_env, options.ray_timeout)
 
     def writer(path: str) -> None:
-        write_report(path, [r.attribution for r in results], data, report_facts(options, data))
+        write_report(path, attributions, data, report_facts(options, data))
 
     return Comparison(data, compare_lines(data) + cluster_lines(data), _exit_code(data), writer)
 

@@ -10,26 +10,18 @@ from __future__ import annotations
 
 from typing import Any
 
-
-def _batch_size(entry: dict[str, Any]) -> int:
-    rows = entry.get("slices") or {}
-    return int(rows.get("infer", {}).get("requests_in_step", 1))
+from rlpatch.dumps.divergence import Outcome
 
 
-def _culprit(entry: dict[str, Any]) -> str | None:
-    divergence = entry.get("divergence")
-    return divergence.get("module") if isinstance(divergence, dict) else None
-
-
-def per_request(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def per_request(outcomes: list[Outcome]) -> list[dict[str, Any]]:
     """Each request: its pairs' labels, verdicts and culprits (in the order first seen)."""
     found: dict[str, dict[str, Any]] = {}
-    for entry in entries:
-        item = found.setdefault(entry["request_id"], {"request_id": entry["request_id"], "pairs": 0, "verdicts": {},
-                                                      "culprits": [], "batch_sizes": []})
+    for outcome in outcomes:
+        item = found.setdefault(outcome.request_id, {"request_id": outcome.request_id, "pairs": 0, "verdicts": {},
+                                                     "culprits": [], "batch_sizes": []})
         item["pairs"] += 1
-        item["verdicts"][entry["verdict"]] = item["verdicts"].get(entry["verdict"], 0) + 1
-        culprit, size = _culprit(entry), _batch_size(entry)
+        item["verdicts"][outcome.verdict] = item["verdicts"].get(outcome.verdict, 0) + 1
+        culprit, size = outcome.culprit, outcome.requests_in_step
         if culprit is not None and culprit not in item["culprits"]:
             item["culprits"].append(culprit)
         if size not in item["batch_sizes"]:
@@ -37,17 +29,16 @@ def per_request(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(found.values())
 
 
-def by_batch_size(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def by_batch_size(outcomes: list[Outcome]) -> list[dict[str, Any]]:
     """Per inference batch size (requests in the step), smallest first: pairs, verdicts, culprits with counts."""
     found: dict[int, dict[str, Any]] = {}
-    for entry in entries:
-        size = _batch_size(entry)
+    for outcome in outcomes:
+        size = outcome.requests_in_step
         item = found.setdefault(size, {"requests_in_step": size, "pairs": 0, "verdicts": {}, "culprits": {}})
         item["pairs"] += 1
-        item["verdicts"][entry["verdict"]] = item["verdicts"].get(entry["verdict"], 0) + 1
-        culprit = _culprit(entry)
-        if culprit is not None:
-            item["culprits"][culprit] = item["culprits"].get(culprit, 0) + 1
+        item["verdicts"][outcome.verdict] = item["verdicts"].get(outcome.verdict, 0) + 1
+        if outcome.culprit is not None:
+            item["culprits"][outcome.culprit] = item["culprits"].get(outcome.culprit, 0) + 1
     return [found[size] for size in sorted(found)]
 
 

@@ -15,6 +15,7 @@ import os
 import re
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 from rlpatch.dumps.correlate import Pair
 
@@ -23,12 +24,45 @@ DEFAULT_PYTHON = ("python",)
 DEFAULT_OUT = "rlpatch_compare"
 
 
+@dataclass(frozen=True)
+class CompareCommand:
+    """One `msprobe compare` run: the interpreter's argv, the two dump.json files, the backend, the output folder."""
+
+    python: tuple[str, ...]
+    train_json: str  # -tp
+    infer_json: str  # -gp
+    backend: str
+    out: str  # -o
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend {self.backend!r} is not one of {', '.join(BACKENDS)}")
+
+    @property
+    def argv(self) -> list[str]:
+        return [*self.python, "-m", "msprobe.msprobe", "compare", "-tp", self.train_json, "-gp", self.infer_json,
+                "--consistent_check", "--backend", self.backend, "-o", self.out]
+
+    def on(self, train_json: str, infer_json: str) -> CompareCommand:
+        """The same compare of other files (the cut pair, the FSDP-named copy of the training dump)."""
+        return replace(self, train_json=train_json, infer_json=infer_json)
+
+    @classmethod
+    def from_argv(cls, argv: Sequence[str]) -> CompareCommand | None:
+        """The command of an argv this module built (a stored run's); None when it is not one."""
+        words = list(argv)
+        try:
+            head = words.index("-m")
+            built = cls(tuple(words[:head]), words[words.index("-tp") + 1], words[words.index("-gp") + 1],
+                        words[words.index("--backend") + 1], words[words.index("-o") + 1])
+        except (ValueError, IndexError):
+            return None
+        return built if built.argv == words else None
+
+
 def compare_argv(train_json: str, infer_json: str, backend: str, out: str,
                  python: Sequence[str] = DEFAULT_PYTHON) -> list[str]:
-    if backend not in BACKENDS:
-        raise ValueError(f"backend {backend!r} is not one of {', '.join(BACKENDS)}")
-    return [*python, "-m", "msprobe.msprobe", "compare", "-tp", train_json, "-gp", infer_json,
-            "--consistent_check", "--backend", backend, "-o", out]
+    return CompareCommand(tuple(python), train_json, infer_json, backend, out).argv
 
 
 # A folder name stays well under the 255 bytes a file system allows, with room for `.rank{R}`.
@@ -53,8 +87,8 @@ def pair_out_dir(out: str, request_id: str, infer_rank: int, several_ranks: bool
 
 
 def planned_commands(pairs: Sequence[Pair], backend: str, out: str,
-                     python: Sequence[str] = DEFAULT_PYTHON) -> list[tuple[Pair, str, list[str]]]:
-    """Each pair with its output folder under `out` and its compare argv."""
+                     python: Sequence[str] = DEFAULT_PYTHON) -> list[tuple[Pair, str, CompareCommand]]:
+    """Each pair with its output folder under `out` and its compare command."""
     ids = Counter(pair.label for pair in pairs)
     planned = []
     used: set[str] = set()
@@ -65,5 +99,10 @@ def planned_commands(pairs: Sequence[Pair], backend: str, out: str,
             extra += 1
             folder = f"{base}-{extra}"
         used.add(folder)
-        planned.append((pair, folder, compare_argv(pair.train.path, pair.infer.path, backend, folder, python)))
+        planned.append((pair, folder, pair_command(pair, backend, folder, python)))
     return planned
+
+
+def pair_command(pair: Pair, backend: str, out: str, python: Sequence[str] = DEFAULT_PYTHON) -> CompareCommand:
+    """The compare of one pair's two dump.json files as they are on disk, into `out`."""
+    return CompareCommand(tuple(python), pair.train.path, pair.infer.path, backend, out)

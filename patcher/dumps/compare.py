@@ -2,10 +2,11 @@
 
 msprobe is never imported here: it runs as `<python> -m msprobe.msprobe compare` (one process per
 pair, up to the CPU count at once: each compare is CPU-bound in its own interpreter, so threads
-that wait on subprocesses are enough). Its CSV (`compare_result_{timestamp}.csv`) has one row per
-tensor in the training dump's forward order; rows whose other side is `N/A` were not matched and
-are left out of the counts. `Result` is `pass`/`warning`/`error`. A compare in which no forward
-row matched compared nothing: it is a failure, never a clean result.
+that wait on subprocesses are enough). Its CSV (`compare_result_{timestamp}.csv`, read once by
+`rlpatch.dumps.compare_csv`) has one row per tensor in the training dump's forward order; rows whose
+other side is `N/A` were not matched and are left out of the counts. The same rows give the counts,
+the first difference and the attribution (`rlpatch.dumps.divergence`). A compare in which no
+forward row matched compared nothing: it is a failure, never a clean result.
 
 With `--backend fsdp` the training dump goes through rlpatch's FSDP name mapping first
 (`rlpatch.dumps.mapping`: FSDP2 names, FSDP1's wrapped root), and msprobe reads the mapped copy.
@@ -18,53 +19,34 @@ import glob
 import os
 import re
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
-from rlpatch.dumps.command import compare_argv, planned_commands
+from rlpatch.dumps.command import CompareCommand, planned_commands
+from rlpatch.dumps.compare_csv import RESULTS, CsvRow, forward_rows, read_compare_csv
 from rlpatch.dumps.correlate import Pair
-from rlpatch.dumps.divergence import Attribution, attribute_csv
+from rlpatch.dumps.divergence import Attribution, Divergence, Outcome, attribute
 from rlpatch.dumps.mapping import FOLDER as MAPPED_FOLDER
 from rlpatch.dumps.mapping import TENSOR_DIR as MAPPED_TENSORS
 from rlpatch.dumps.mapping import map_training_dump
 from rlpatch.output.api import open_new_log
 
-NOT_MATCHED = "N/A"
-RESULTS = ("pass", "warning", "error")
-# The metrics a tensor-mode compare writes, and the statistics-mode ones.
-TENSOR_METRICS = ("Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr", "One Thousandth Err Ratio",
-                  "Five Thousandths Err Ratio")
-STATISTICS_METRICS = ("Max diff", "Min diff", "Mean diff", "L2norm diff", "MaxRelativeErr", "MinRelativeErr",
-                      "MeanRelativeErr", "NormRelativeErr")
 LOG_NAME = "msprobe_compare.log"
 RESULT_NAME = "rlpatch_result.json"  # what rlpatch.dumps.stored keeps of a pair's run
-csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # stack-info cells are long
-
-
-@dataclass
-class Row:
-    name: str
-    result: str
-    metrics: dict[str, str]
-    message: str
-
-    @property
-    def module(self) -> str:
-        """`Module.model.layers.1.mlp.Mlp` of `Module.model.layers.1.mlp.Mlp.forward.0.output.0`."""
-        return self.name.split(".forward.", 1)[0]
 
 
 @dataclass
 class PairResult:
+    """One pair's compare, from its plan to its attribution."""
+
     pair: Pair
-    argv: list[str]
+    command: CompareCommand  # what runs: the planned one, then the cut pair's or the FSDP-named copy's
     out: str
     exit_code: int | None = None
     csv_path: str | None = None
-    rows: list[Row] = field(default_factory=list)
+    rows: list[CsvRow] = field(default_factory=list)  # the matched forward rows, in forward order
     unmatched: int = 0
     error: str | None = None
     rtol: float | None = None  # the user's noise floor (`--rtol`), else one from each row's dtype
@@ -76,6 +58,10 @@ class PairResult:
     reused: bool = False  # its stored run is current (rlpatch.dumps.stored): its CSV is read, msprobe not run
 
     @property
+    def argv(self) -> list[str]:
+        return self.command.argv
+
+    @property
     def counts(self) -> dict[str, int]:
         counts = dict.fromkeys(RESULTS, 0)
         for row in self.rows:
@@ -84,7 +70,7 @@ class PairResult:
         return counts
 
     @property
-    def first_difference(self) -> Row | None:
+    def first_difference(self) -> CsvRow | None:
         return next((row for row in self.rows if row.result != "pass"), None)
 
     @property
@@ -97,6 +83,17 @@ class PairResult:
     def series(self) -> list[tuple[str, float | None, str]]:
         name = self.metric_name
         return [(row.name, _number(row.metrics.get(name)), row.result) for row in self.rows]
+
+    @property
+    def divergence(self) -> Divergence | None:
+        """The module that introduces the divergence (the culprit), when one does."""
+        return None if self.attribution is None else self.attribution.divergence
+
+    @property
+    def outcome(self) -> Outcome:
+        rows = self.pair.rows
+        return Outcome(self.pair.request_id, self.pair.train.rank, self.verdict, self.divergence,
+                       1 if rows is None else rows.requests_in_step)
 
     @property
     def failed(self) -> bool:
@@ -128,7 +125,7 @@ class PairResult:
             "unmatched": self.unmatched,
             "verdict": self.verdict,
             "why": self.error if found is None else found.why,
-            "divergence": None if found is None else found.divergence,
+            "divergence": None if self.divergence is None else self.divergence.as_json(),
             "first_difference": None if first is None else {
                 "name": first.name, "module": first.module, "result": first.result,
                 "metrics": first.metrics, "message": first.message},
@@ -145,28 +142,9 @@ def _number(text: str | None) -> float | None:
         return None
 
 
-def read_compare_rows(path: str) -> tuple[list[Row], int]:
-    """The matched forward rows of one compare CSV, in its (forward) order, and how many forward
-    rows of either side were not matched."""
-    rows, unmatched = [], 0
-    with open(path, encoding="utf-8", newline="") as handle:
-        for record in csv.DictReader(handle):
-            name, bench = record.get("NPU Name") or NOT_MATCHED, record.get("Bench Name") or NOT_MATCHED
-            if ".backward." in name or ".backward." in bench:
-                continue
-            if NOT_MATCHED in (name, bench):
-                unmatched += 1
-                continue
-            metrics = {key: record[key] for key in TENSOR_METRICS + STATISTICS_METRICS
-                       if record.get(key) not in (None, "", NOT_MATCHED)}
-            rows.append(Row(name, (record.get("Result") or "").strip().lower(), metrics,
-                            (record.get("Err_message") or "").strip()))
-    return rows, unmatched
-
-
 def plan(pairs: list[Pair], backend: str, out: str, python: list[str]) -> list[PairResult]:
     """One compare per pair, each writing into its own folder under `out`."""
-    return [PairResult(pair, argv, folder) for pair, folder, argv in planned_commands(pairs, backend, out, python)]
+    return [PairResult(pair, command, folder) for pair, folder, command in planned_commands(pairs, backend, out, python)]
 
 
 def written_paths(results: list[PairResult]) -> list[str]:
@@ -230,18 +208,16 @@ def read_back(result: PairResult) -> PairResult:
     """Read the pair's CSV: its rows, and the module where the sides start to differ."""
     assert result.csv_path is not None
     try:
-        result.rows, result.unmatched = read_compare_rows(result.csv_path)
+        table = read_compare_csv(result.csv_path)
     except (OSError, csv.Error, UnicodeDecodeError) as err:
         result.error = f"{result.csv_path}: unreadable ({err})"
         return result
+    result.rows, result.unmatched = forward_rows(table)
     if not result.rows:
         result.error = (f"no forward row matched ({result.unmatched} unmatched, every Bench Name N/A): msprobe "
                         "paired no training module with an inference module, nothing was compared")
         return result
-    try:
-        result.attribution = attribute_csv(result.csv_path, result.rtol)
-    except (OSError, csv.Error, UnicodeDecodeError) as err:
-        result.error = f"{result.csv_path}: unreadable ({err})"
+    result.attribution = attribute(table, result.rtol)
     return result
 
 
@@ -251,32 +227,29 @@ def _cut_rows(result: PairResult) -> bool:
     from rlpatch.dumps.cutting import cut_pair
 
     started = time.perf_counter()
-    found = cut_pair(result.pair, result.out, result.argv[:result.argv.index("-m")])
+    found = cut_pair(result.pair, result.out, list(result.command.python))
     result.slicing_seconds = time.perf_counter() - started
     if isinstance(found, str):
         result.error = found
         return False
     result.unsliced, result.not_compared = found.unsliced, found.not_compared
-    backend = result.argv[result.argv.index("--backend") + 1]
-    result.argv = compare_argv(found.train, found.infer, backend, result.out, result.argv[:result.argv.index("-m")])
+    result.command = result.command.on(found.train, found.infer)
     return True
 
 
 def _map_training_side(result: PairResult) -> bool:
     """With `--backend fsdp`, point `-tp` at rlpatch's FSDP-named copy of the training dump when
     it needs one; False (with the error set) when the training dump cannot be read."""
-    if "--backend" not in result.argv or result.argv[result.argv.index("--backend") + 1] != "fsdp":
+    command = result.command
+    if command.backend != "fsdp":
         return True
-    train_json = result.argv[result.argv.index("-tp") + 1]
-    infer_json = result.argv[result.argv.index("-gp") + 1]
     try:
-        mapped = map_training_dump(train_json, result.out)
+        mapped = map_training_dump(command.train_json, result.out)
     except (OSError, ValueError, UnicodeDecodeError, RecursionError) as err:
-        result.error = f"{train_json}: cannot map its FSDP names ({type(err).__name__}: {err})"
+        result.error = f"{command.train_json}: cannot map its FSDP names ({type(err).__name__}: {err})"
         return False
     if mapped is not None:
-        head = result.argv[:result.argv.index("-m")]
-        result.argv = compare_argv(mapped, infer_json, "fsdp", result.out, head)
+        result.command = command.on(mapped, command.infer_json)
     return True
 
 

@@ -140,32 +140,62 @@ def record_problem(data: dict) -> str | None:
     return None
 
 
-def read_log(path: str, pid: int, problems: list[str], skip: Callable[[dict], bool] | None = None) -> list[Record]:
-    """The JSON records of one log, oldest first; bad lines become problems, not errors. A record
-    `skip` says another reader handles is dropped as it is read (memory follows what is kept)."""
-    records = []
+def stream_records(path: str, pid: int, problems: list[str],
+                   bad_line: Callable[[str], None] | None = None) -> Iterator[Record]:
+    """The valid records of one log in file order, one at a time (memory bounded by the longest line,
+    never by the file). Each bad line is said through `bad_line` (default: added to `problems`); an
+    unreadable log is added to `problems`."""
+    say = problems.append if bad_line is None else bad_line
     try:
         with open(path, encoding="utf-8", errors="replace") as handle:
             for number, line in _lines(handle):
                 if line is None:
-                    problems.append(f"{path}:{number}: a line over {MAX_LINE} characters: not a record")
+                    say(f"{path}:{number}: a line over {MAX_LINE} characters: not a record")
                     continue
                 if not line.strip():
                     continue
                 try:
                     data = json.loads(line)
                 except (ValueError, RecursionError):
-                    problems.append(f"{path}:{number}: not a JSON record")
+                    say(f"{path}:{number}: not a JSON record")
                     continue
                 if not isinstance(data, dict):
-                    problems.append(f"{path}:{number}: not a JSON object")
+                    say(f"{path}:{number}: not a JSON object")
                 elif (wrong := record_problem(data)) is not None:
-                    problems.append(f"{path}:{number}: {wrong}")
-                elif skip is None or not skip(data):
-                    records.append(Record(data, pid, number, parse_timestamp(data.get("timestamp"))))
+                    say(f"{path}:{number}: {wrong}")
+                else:
+                    yield Record(data, pid, number, parse_timestamp(data.get("timestamp")))
     except OSError as err:
         problems.append(f"{path}: unreadable ({err.strerror})")
+
+
+def read_log(path: str, pid: int, problems: list[str], skip: Callable[[dict], bool] | None = None) -> list[Record]:
+    """The JSON records of one log, oldest first; bad lines become problems, not errors. A record
+    `skip` says another reader handles is dropped as it is read (memory follows what is kept)."""
+    records = [record for record in stream_records(path, pid, problems) if skip is None or not skip(record.data)]
     return sorted(records, key=lambda r: (r.timestamp is None, r.timestamp or 0.0, r.line))
+
+
+# The records that pair whole (without rows), one predicate each, shared with `dumps check` (processes.py).
+def single_prefill(data: dict) -> tuple[str, str | None] | None:
+    """(normalised id, PD role) of a dispatch record that is a prefill of exactly one request, new in
+    that step; None for any other record."""
+    requests = [r for r in data.get("requests") or [] if isinstance(r, dict)]
+    if data.get("phase") != "prefill" or len(requests) != 1 or requests[0].get("type") != "new":
+        return None
+    return normalise_request_id(str(requests[0].get("request_id")))
+
+
+def single_training_request(data: dict) -> str | None:
+    """The id of an update_actor record whose micro-batch held exactly one request; None otherwise."""
+    ids = data.get("request_ids") or []
+    return str(ids[0]) if data.get("num_requests") == 1 and len(ids) == 1 else None
+
+
+def is_log_prob(data: dict) -> bool:
+    """A log-prob pass (the prompts-only forward that matches the inference prefill); records of
+    patches that wrote no `phase` count as one."""
+    return data.get("phase", "log_prob") == "log_prob"
 
 
 def normalise_request_id(request_id: str) -> tuple[str, str | None]:
@@ -225,20 +255,20 @@ def layout_notes(infer: Tree) -> tuple[list[str], list[str]]:
 def _training_index(train: Tree, result: Correlation) -> tuple[dict[str, list[Record]], dict[str, int]]:
     """id -> single-request training records; id -> size of a multi-request micro-batch holding it.
 
-    A log-prob pass (the prompts-only forward that matches the inference prefill) is preferred to a
-    training pass of the same request; records of patches that wrote no `phase` count as log-prob."""
+    A log-prob pass (`is_log_prob`) is preferred to a training pass of the same request."""
     single: dict[str, list[Record]] = {}
     batched: dict[str, int] = {}
     for pid, path in sorted(train.update_actor_logs.items()):
         for record in read_log(path, pid, result.problems):
-            ids = [str(i) for i in record.get("request_ids") or []]
-            if record.get("num_requests") == 1 and len(ids) == 1:
-                single.setdefault(ids[0], []).append(record)
+            alone = single_training_request(record.data)
+            if alone is not None:
+                single.setdefault(alone, []).append(record)
             else:
+                ids = [str(i) for i in record.get("request_ids") or []]
                 for request_id in ids:
                     batched[request_id] = len(ids)
     for request_id, records in single.items():
-        log_prob = [r for r in records if r.get("phase", "log_prob") == "log_prob"]
+        log_prob = [r for r in records if is_log_prob(r.data)]
         single[request_id] = log_prob or records
         _report_repeats(request_id, "training", single[request_id], result)
     return single, batched
@@ -261,28 +291,36 @@ def _prefills(infer: Tree, result: Correlation) -> dict[str, list[Record]]:
     usable: dict[str, list[Record]] = {}
     for pid, path in sorted(infer.dispatch_logs.items()):
         for record in read_log(path, pid, result.problems, skip=_has_rows):  # those pair row by row (rows.py)
-            requests = [r for r in record.get("requests") or [] if isinstance(r, dict)]
-            where = f"inference step {record.get('step')} (pid {pid}, rank {record.get('rank')})"
-            ids = [normalise_request_id(str(r.get("request_id")))[0] for r in requests]
-            if record.get("phase") != "prefill":
-                for request_id in ids:
-                    result.unpair(request_id, "infer", f"{where} is a {record.get('phase')} step")
-            elif len(requests) != 1:
-                for request_id in ids:
-                    result.unpair(request_id, "infer", f"{where} ran {len(requests)} requests")
-            elif _as_int(record.get("step")) is None or _as_int(record.get("rank")) is None:
-                result.unpair(ids[0], "infer", f"dispatch_log record (pid {pid}, line {record.line}) has no step or rank")
-            elif requests[0].get("type") != "new":
-                result.unpair(ids[0], "infer", f"{where}: the request is {requests[0].get('type')}, not new")
+            found = single_prefill(record.data)
+            if found is None or _as_int(record.get("step")) is None or _as_int(record.get("rank")) is None:
+                _unusable(record, pid, result)
+                continue
+            request_id, role = found
+            if role == "D":
+                where = f"inference step {record.get('step')} (pid {pid}, rank {record.get('rank')})"
+                result.unpair(request_id, "infer", f"{where} is the decode instance of a PD run (_D)")
             else:
-                request_id, role = normalise_request_id(str(requests[0].get("request_id")))
-                if role == "D":
-                    result.unpair(request_id, "infer", f"{where} is the decode instance of a PD run (_D)")
-                else:
-                    usable.setdefault(request_id, []).append(record)
+                usable.setdefault(request_id, []).append(record)
     for request_id, records in usable.items():
         _report_repeats(request_id, "inference", records, result)
     return usable
+
+
+def _unusable(record: Record, pid: int, result: Correlation) -> None:
+    """List the requests of a dispatch record that is no single-request prefill with a step and rank, with why."""
+    requests = [r for r in record.get("requests") or [] if isinstance(r, dict)]
+    where = f"inference step {record.get('step')} (pid {pid}, rank {record.get('rank')})"
+    ids = [normalise_request_id(str(r.get("request_id")))[0] for r in requests]
+    if record.get("phase") != "prefill":
+        for request_id in ids:
+            result.unpair(request_id, "infer", f"{where} is a {record.get('phase')} step")
+    elif len(requests) != 1:
+        for request_id in ids:
+            result.unpair(request_id, "infer", f"{where} ran {len(requests)} requests")
+    elif _as_int(record.get("step")) is None or _as_int(record.get("rank")) is None:
+        result.unpair(ids[0], "infer", f"dispatch_log record (pid {pid}, line {record.line}) has no step or rank")
+    else:  # a prefill of one request that is not new in this step
+        result.unpair(ids[0], "infer", f"{where}: the request is {requests[0].get('type')}, not new")
 
 
 def _has_rows(data: dict) -> bool:

@@ -4,7 +4,8 @@ msprobe marks each compare row `pass`/`warning`/`error` with fixed thresholds, w
 the user's question (a bfloat16 module with max relative error 0.8 is `pass`; the first row that is
 not `pass` is often a model root whose two sides have different shapes). This module reads the
 compare CSV (msprobe 26.2.0 columns) and names the first module, in forward order, whose output
-error rises above a noise floor while its inputs' errors do not.
+error rises above a noise floor while its inputs' errors do not. Rows come from the one reader of
+the CSV (`rlpatch.dumps.compare_csv`), which `compare` shares; the culprit is a typed `Divergence`.
 
 Rows. Only forward rows matched on both sides decide. Unmatched rows (`N/A` on either side),
 backward rows and roots (the model given to the debugger and the containers of the decoder
@@ -52,24 +53,36 @@ from rounding, no culprit is guessed), `agrees` (every compared tensor identical
 
 from __future__ import annotations
 
-import csv
 import math
 import re
-import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from rlpatch.dumps.compare_csv import (
+    BENCH_DTYPE,
+    BENCH_SHAPE,
+    BENCH_STATISTICS,
+    COSINE,
+    EUC_DIST,
+    NOT_MATCHED,
+    NPU_DTYPE,
+    NPU_NAME,
+    NPU_SHAPE,
+    NPU_STATISTICS,
+    STATISTIC_DIFFS,
+    CsvRow,
+    read_compare_csv,
+)
 
 FLOOR_FACTOR = 8.0
 GROWTH_FACTOR = 8.0
 UNIT_ROUNDOFF = {"bfloat16": 2.0**-8, "float16": 2.0**-11, "half": 2.0**-11, "float32": 2.0**-24,
                  "float": 2.0**-24, "float64": 2.0**-53, "double": 2.0**-53}
-NOT_MATCHED = "N/A"
 FSDP_WRAPPER = "_fsdp_wrapped_module."
 VERDICTS = ("diverges", "undecided", "within-floor", "agrees")
 _ROW = re.compile(r"^(?P<module>.+?)\.forward\.(?P<call>\d+)\.(?P<kind>[^.]+)(?:\.(?P<rest>.*))?$")
 _LAYER = re.compile(r"(?:^|\.)layers\.(\d+)(?:\.|$)")
-csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # stack-info cells are long
 
 
 @dataclass
@@ -113,22 +126,46 @@ class Point:
                 "input_error": self.input_error, "floor": self.floor, "role": self.role}
 
 
+@dataclass(frozen=True)
+class Divergence:
+    """The module that introduces a pair's divergence (the culprit), and its errors against the floor."""
+
+    module: str  # the training module path
+    name: str  # its training row name up to `.forward.N`
+    infer_name: str
+    layer: int | None
+    metric: str  # norm_relative (tensor dumps), statistics, or none
+    output_error: float
+    input_error: float
+    floor: float
+
+    def as_json(self) -> dict[str, Any]:
+        return {"module": self.module, "name": self.name, "infer_name": self.infer_name, "layer": self.layer,
+                "metric": self.metric, "output_error": self.output_error, "input_error": self.input_error,
+                "floor": self.floor}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> Divergence | None:
+        return None if data is None else cls(**data)
+
+
 @dataclass
 class Attribution:
     verdict: str
     why: str
-    divergence: dict[str, Any] | None
+    divergence: Divergence | None
     counts: dict[str, int]
     points: list[Point]
 
     def as_json(self) -> dict[str, Any]:
-        return {"verdict": self.verdict, "why": self.why, "divergence": self.divergence, "counts": self.counts,
-                "points": [point.as_json() for point in self.points]}
+        return {"verdict": self.verdict, "why": self.why,
+                "divergence": None if self.divergence is None else self.divergence.as_json(),
+                "counts": self.counts, "points": [point.as_json() for point in self.points]}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Attribution:
         points = [Point(**point) for point in data.get("points", [])]
-        return cls(data["verdict"], data["why"], data["divergence"], data["counts"], points)
+        return cls(data["verdict"], data["why"], Divergence.from_json(data["divergence"]), data["counts"], points)
 
 
 def module_path(name: str) -> str:
@@ -159,11 +196,11 @@ def _numel(shapes: str) -> int | None:
     return total
 
 
-def _floor(record: dict[str, str], rtol: float | None) -> float:
+def _floor(record: CsvRow, rtol: float | None) -> float:
     if rtol is not None:
         return rtol
     found = []
-    for cell in (record.get("NPU Dtype") or "", record.get("Bench Dtype") or ""):
+    for cell in (record.get(NPU_DTYPE) or "", record.get(BENCH_DTYPE) or ""):
         for dtype in cell.split(";"):
             name = dtype.strip().removeprefix("torch.")
             if name in UNIT_ROUNDOFF:
@@ -173,19 +210,19 @@ def _floor(record: dict[str, str], rtol: float | None) -> float:
     return (min(found) if found else UNIT_ROUNDOFF["float32"]) * FLOOR_FACTOR
 
 
-def tensor_error(record: dict[str, str]) -> float | None:
+def tensor_error(record: CsvRow) -> float | None:
     """The relative error of one matched row (see the module docstring), None when it has no data."""
-    npu_shapes = record.get("NPU Tensor Shape") or ""
-    npu, bench = _numel(npu_shapes), _numel(record.get("Bench Tensor Shape") or "")
+    npu_shapes = record.get(NPU_SHAPE) or ""
+    npu, bench = _numel(npu_shapes), _numel(record.get(BENCH_SHAPE) or "")
     if npu is None or bench is None:
         return None
-    if "Cosine" in record:
+    if record.tensor_mode:
         if npu != bench:
             return None
-        distance, norm = _number(record.get("EucDist")), _number(record.get("Bench l2norm"))
+        distance, norm = _number(record.get(EUC_DIST)), _number(record.get(BENCH_STATISTICS[0]))
         if distance is not None and norm is not None:
             return distance / norm if norm > 0 else (0.0 if distance == 0 else None)
-        cosine = _number(record.get("Cosine"))
+        cosine = _number(record.get(COSINE))
         return None if cosine is None else math.sqrt(max(0.0, 2 * (1 - cosine)))
     if ";" in npu_shapes:
         return _merged_statistics_error(record, [_numel(shape) for shape in npu_shapes.split(";")], bench)
@@ -194,9 +231,9 @@ def tensor_error(record: dict[str, str]) -> float | None:
     return _statistics_error(record, bench)
 
 
-def _statistics_error(record: dict[str, str], numel: int) -> float | None:
-    diffs = [_number(record.get(f"{stat} diff")) for stat in ("L2norm", "Max", "Min", "Mean")]
-    values = [_number(record.get(f"Bench {stat}")) for stat in ("l2norm", "max", "min", "mean")]
+def _statistics_error(record: CsvRow, numel: int) -> float | None:
+    diffs = [_number(record.get(column)) for column in STATISTIC_DIFFS]
+    values = [_number(record.get(column)) for column in BENCH_STATISTICS]
     if any(value is None for value in diffs + values):
         return None
     return _relative_statistics([d for d in diffs if d is not None], [v for v in values if v is not None], numel)
@@ -222,7 +259,7 @@ def _cells(text: str | None, parts: int) -> list[float] | None:
     return [value for value in values if value is not None]
 
 
-def _merged_statistics_error(record: dict[str, str], parts: list[int | None], bench_numel: int) -> float | None:
+def _merged_statistics_error(record: CsvRow, parts: list[int | None], bench_numel: int) -> float | None:
     """A training row msprobe merged from several modules (q/k/v against vLLM's `qkv_proj`, gate/up
     against `gate_up_proj`: `NPU Name` and every NPU cell `;`-separated). Where the inference tensor is
     the parts concatenated (outputs, weights: the element counts add up), its statistics follow exactly
@@ -232,8 +269,8 @@ def _merged_statistics_error(record: dict[str, str], parts: list[int | None], be
     sizes = [size for size in parts if size is not None]
     if len(sizes) != len(parts) or not sizes:
         return None
-    npu = {stat: _cells(record.get(f"NPU {stat}"), len(sizes)) for stat in ("l2norm", "max", "min", "mean")}
-    bench = [_number(record.get(f"Bench {stat}")) for stat in ("l2norm", "max", "min", "mean")]
+    npu = {column: _cells(record.get(column), len(sizes)) for column in NPU_STATISTICS}
+    bench = [_number(record.get(column)) for column in BENCH_STATISTICS]
     if any(cells is None for cells in npu.values()) or any(value is None for value in bench):
         return None
     values = [value for value in bench if value is not None]
@@ -251,11 +288,6 @@ def _merged_statistics_error(record: dict[str, str], parts: list[int | None], be
     return None
 
 
-def read_records(path: str) -> list[dict[str, str]]:
-    with open(path, encoding="utf-8", newline="") as handle:
-        return list(csv.DictReader(handle))
-
-
 def _is_root(path: str, all_paths: set[str]) -> bool:
     """The model itself or a container of its decoder layers (`model`, `module.module.decoder`)."""
     if not path or _LAYER.search(path):
@@ -263,16 +295,15 @@ def _is_root(path: str, all_paths: set[str]) -> bool:
     return any(other.startswith(path + ".") and _LAYER.search(other[len(path):]) for other in all_paths)
 
 
-def group(records: Iterable[dict[str, str]], rtol: float | None = None,
-          unreadable: list[dict[str, str]] | None = None) -> tuple[list[Module], dict[str, int]]:
+def group(records: Iterable[CsvRow], rtol: float | None = None,
+          unreadable: list[CsvRow] | None = None) -> tuple[list[Module], dict[str, int]]:
     """The matched forward modules of a compare CSV in its order, and the counts of the rest; the rows
     whose names rlpatch cannot parse (a newline, a `;` inside a module name) go to `unreadable`."""
     counts = {"compared": 0, "no_data": 0, "unreadable": 0, "unmatched": 0, "backward": 0, "roots": 0}
     modules: dict[str, Module] = {}
     for record in records:
-        name = (record.get("NPU Name") or NOT_MATCHED).strip()
-        bench = (record.get("Bench Name") or NOT_MATCHED).strip()
-        if ".backward." in name or ".backward." in bench:
+        name, bench = record.name.strip(), record.bench_name.strip()
+        if record.backward:
             counts["backward"] += 1
             continue
         if NOT_MATCHED in (name, bench):
@@ -327,21 +358,24 @@ def _input_error(index: int, modules: list[Module], judged: dict[int, float]) ->
     return judged[max(before)] if before else None
 
 
-def attribute(records: Iterable[dict[str, str]], rtol: float | None = None) -> Attribution:
-    unreadable: list[dict[str, str]] = []
+def attribute(records: Sequence[CsvRow], rtol: float | None = None) -> Attribution:
+    """Where the two sides of one compare CSV's rows start to differ; the culprit's `metric` says
+    `norm_relative` (a tensor dump) or `statistics`."""
+    unreadable: list[CsvRow] = []
     modules, counts = group(records, rtol, unreadable)
-    found = _attribute(modules, counts)
+    statistics = bool(records) and not records[0].tensor_mode
+    found = _attribute(modules, counts, statistics)
     if unreadable and found.verdict in ("agrees", "within-floor"):
         # A row that was not read says nothing either way: the pair cannot be called clean.
-        errors = sum(1 for row in unreadable if (row.get("Result") or "").strip().lower() == "error")
-        first = (unreadable[0].get("NPU Name") or "").strip()
+        errors = sum(1 for row in unreadable if row.result == "error")
+        first = (unreadable[0].get(NPU_NAME) or "").strip()
         found.verdict = "undecided"
         found.why = (f"{len(unreadable)} row(s) rlpatch cannot read ({errors} marked error by msprobe), first "
                      f"{first[:200]!r}: their names do not parse as module rows; nothing is said about them")
     return found
 
 
-def _attribute(modules: list[Module], counts: dict[str, int]) -> Attribution:
+def _attribute(modules: list[Module], counts: dict[str, int], statistics: bool) -> Attribution:
     points: list[Point] = []
     culprit: tuple[Module, Point] | None = None
     first_above: Tensor | None = None
@@ -370,9 +404,9 @@ def _attribute(modules: list[Module], counts: dict[str, int]) -> Attribution:
             if other.role == "introduces" and module.path.startswith(other.module + ".") or (
                     other is not point and other.role == "introduces" and not other.module):
                 other.role = "contains"
-        divergence = {"module": module.path, "name": module.key, "infer_name": module.infer_key,
-                      "layer": module.layer, "metric": _metric_name(module), "output_error": point.output_error,
-                      "input_error": point.input_error, "floor": point.floor}
+        divergence = Divergence(module.path, module.key, module.infer_key, module.layer,
+                                "statistics" if statistics else _metric_name(module), point.output_error,
+                                point.input_error, point.floor)
         why = (f"{module.path} introduces it: output error {point.output_error:.3g} against input error "
                f"{point.input_error:.3g}, floor {point.floor:.3g}")
         return Attribution("diverges", why, divergence, counts, points)
@@ -392,23 +426,35 @@ def _metric_name(module: Module) -> str:
 
 
 def attribute_csv(path: str, rtol: float | None = None) -> Attribution:
-    """The attribution of one compare CSV; `metric` says `norm_relative` (tensor) or `statistics`."""
-    records = read_records(path)
-    attribution = attribute(records, rtol)
-    if attribution.divergence is not None and records and "Cosine" not in records[0]:
-        attribution.divergence["metric"] = "statistics"
-    return attribution
+    """The attribution of one compare CSV (read by `compare_csv`, the reader `compare` uses)."""
+    return attribute(read_compare_csv(path), rtol)
 
 
-def culprits(entries: Iterable[tuple[str, int | None, dict[str, Any] | None]]) -> list[dict[str, Any]]:
-    """Across pairs, (request id, training rank, divergence): each culprit with its pairs and ranks,
-    the most frequent first."""
+@dataclass(frozen=True)
+class Outcome:
+    """What one compared pair says, for the views across pairs: the culprits (`culprits`), and each
+    request and inference batch size (`rlpatch.dumps.batches`)."""
+
+    request_id: str
+    train_rank: int | None
+    verdict: str  # one of VERDICTS, or failed
+    divergence: Divergence | None = None
+    requests_in_step: int = 1  # requests packed in the inference step (1: a whole-dump pair)
+
+    @property
+    def culprit(self) -> str | None:
+        return None if self.divergence is None else self.divergence.module
+
+
+def culprits(outcomes: Iterable[Outcome]) -> list[dict[str, Any]]:
+    """Across pairs, each culprit with its pairs (request ids) and training ranks, the most frequent first."""
     found: dict[str, dict[str, Any]] = {}
-    for request_id, rank, divergence in entries:
-        if not divergence:
+    for outcome in outcomes:
+        request_id, rank, divergence = outcome.request_id, outcome.train_rank, outcome.divergence
+        if divergence is None:
             continue
-        entry = found.setdefault(divergence["module"], {"module": divergence["module"], "layer": divergence["layer"],
-                                                        "pairs": [], "ranks": []})
+        entry = found.setdefault(divergence.module, {"module": divergence.module, "layer": divergence.layer,
+                                                     "pairs": [], "ranks": []})
         if request_id not in entry["pairs"]:
             entry["pairs"].append(request_id)
         if rank is not None and rank not in entry["ranks"]:

@@ -10,18 +10,18 @@
   counter restarted too: a problem). Training ranks are unique per process, so a second pid there is
   always a restart.
 - Is a request id logged in more than one step of one rank (a second pass dumped it again)?
-Logs are streamed line by line (`stream_log`); only the few numbers each check needs are kept.
+Logs are streamed line by line (`stream_log`, through correlate's reader); only the few numbers each
+check needs are kept. Which records pair whole is correlate's own predicate (`single_prefill`,
+`single_training_request`, `is_log_prob`), never restated here.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from rlpatch.dumps.correlate import MAX_LINE, Record, normalise_request_id, parse_timestamp, record_problem
-from rlpatch.dumps.correlate import _lines as lines_of
+from rlpatch.dumps.correlate import Record, is_log_prob, single_prefill, single_training_request, stream_records
 from rlpatch.dumps.layout import DUMP_JSON, Tree
 
 
@@ -57,9 +57,8 @@ MAX_LINE_PROBLEMS = 20
 
 
 def stream_log(path: str, pid: int, problems: list[str]) -> Iterator[Record]:
-    """The valid records of one log in file order, one at a time (memory bounded by the longest line,
-    never by the file); bad lines become problems (the first MAX_LINE_PROBLEMS, then a count). The
-    same checks as `correlate.read_log`, which pairing uses (it needs the records sorted by time)."""
+    """The valid records of one log in file order (`correlate.stream_records`, the reader pairing uses);
+    bad lines become problems (the first MAX_LINE_PROBLEMS, then a count)."""
     bad = 0
 
     def say(problem: str) -> None:
@@ -68,27 +67,7 @@ def stream_log(path: str, pid: int, problems: list[str]) -> Iterator[Record]:
         if bad <= MAX_LINE_PROBLEMS:
             problems.append(problem)
 
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            for number, line in lines_of(handle):
-                if line is None:
-                    say(f"{path}:{number}: a line over {MAX_LINE} characters: not a record")
-                    continue
-                if not line.strip():
-                    continue
-                try:
-                    data = json.loads(line)
-                except (ValueError, RecursionError):
-                    say(f"{path}:{number}: not a JSON record")
-                    continue
-                if not isinstance(data, dict):
-                    say(f"{path}:{number}: not a JSON object")
-                elif (wrong := record_problem(data)) is not None:
-                    say(f"{path}:{number}: {wrong}")
-                else:
-                    yield Record(data, pid, number, parse_timestamp(data.get("timestamp")))
-    except OSError as err:
-        problems.append(f"{path}: unreadable ({err.strerror})")
+    yield from stream_records(path, pid, problems, say)
     if bad > MAX_LINE_PROBLEMS:
         problems.append(f"{path}: {bad - MAX_LINE_PROBLEMS} more bad line(s) not listed")
 
@@ -112,14 +91,10 @@ def read_process_log(pid: int, path: str, problems: list[str], inference: bool) 
 def _single_request(data: dict, inference: bool) -> list[str]:
     """The id of a record that ran exactly one request in the pass that pairs (prefill / log-prob)."""
     if inference:
-        requests = [r for r in data.get("requests") or [] if isinstance(r, dict)]
-        if data.get("phase") != "prefill" or len(requests) != 1 or requests[0].get("type") != "new":
-            return []
-        return [normalise_request_id(str(requests[0].get("request_id")))[0]]
-    ids = data.get("request_ids") or []
-    if data.get("num_requests") != 1 or len(ids) != 1 or data.get("phase", "log_prob") != "log_prob":
-        return []
-    return [str(ids[0])]
+        found = single_prefill(data)
+        return [] if found is None else [found[0]]
+    request_id = single_training_request(data)
+    return [request_id] if request_id is not None and is_log_prob(data) else []
 
 
 def _folders_by_pid(tree: Tree) -> dict[int | None, set[tuple[int, int]]]:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlpatch.cluster.api import NodeAnswer, Session, open_session
-from rlpatch.dumps.command import planned_commands
+from rlpatch.dumps.command import CompareCommand, planned_commands
 from rlpatch.dumps.compare import PairResult
 from rlpatch.dumps.correlate import Pair
 from rlpatch.dumps.divergence import Attribution
@@ -53,8 +53,8 @@ def driver_path(path: str) -> str:
 
 
 def compare_on_cluster(options: CompareOptions, address: str, runtime_env: str | None,
-                       timeout: float) -> tuple[dict[str, Any], list[PairResult]]:
-    """The compare report (the local one's shape plus `cluster`) and the results rebuilt for `--report`."""
+                       timeout: float) -> tuple[dict[str, Any], list[Attribution | None]]:
+    """The compare report (the local one's shape plus `cluster`) and each entry's attribution for `--report`."""
     train, infer, out = driver_path(options.train), driver_path(options.infer), driver_path(options.out)
     with open_session(address, runtime_env) as session:
         scans = session.run(scan_node, {n.node_id: (train, infer, options.backend, options.python)
@@ -70,15 +70,17 @@ def compare_on_cluster(options: CompareOptions, address: str, runtime_env: str |
         if (options.only is not None or options.rank is not None) and not selected:
             raise InputError(f"no pair matches{f' --only {options.only}' if options.only else ''}"
                              f"{f' --rank {options.rank}' if options.rank is not None else ''}")
-        entries, results = compare_pairs(session, merged, selected, options, out, timeout)
+        entries, attributions = compare_pairs(session, merged, selected, options, out, timeout)
         cluster = {"address": session.address, "nodes": list(merged.nodes.values()),
                    "dead": [node.as_json() for node in session.dead]}
-    from rlpatch.dumps.divergence import culprits
+    from rlpatch.dumps.divergence import Outcome, culprits
 
-    data = {"results": entries, "culprits": culprits((e["request_id"], e["train"]["rank"], e["divergence"])
-                                                     for e in entries),
-            "unpaired": merged.unpaired, "problems": merged.problems, "cluster": cluster}
-    return data, results
+    found = culprits(Outcome(entry["request_id"], entry["train"]["rank"], entry["verdict"],
+                             None if attribution is None else attribution.divergence)
+                     for entry, attribution in zip(entries, attributions, strict=True))
+    data = {"results": entries, "culprits": found, "unpaired": merged.unpaired, "problems": merged.problems,
+            "cluster": cluster}
+    return data, attributions
 
 
 def merge(session: Session, scans: dict[str, NodeAnswer]) -> Merged:
@@ -164,8 +166,8 @@ def assign(holders: list[list[str]], able: set[str]) -> list[str | None]:
 
 
 def compare_pairs(session: Session, merged: Merged, selected: list[int], options: CompareOptions, out: str,
-                  timeout: float) -> tuple[list[dict[str, Any]], list[PairResult]]:
-    """Round 2: each selected pair on its node; the entries in pair order, and PairResults for the report."""
+                  timeout: float) -> tuple[list[dict[str, Any]], list[Attribution | None]]:
+    """Round 2: each selected pair on its node; the entries in pair order, and their attributions."""
     pairs = [merged.pairs[i] for i in selected]
     python_words = shlex.split(options.python) if options.python else ["python"]
     planned = planned_commands(pairs, options.backend, out, python_words)
@@ -180,7 +182,7 @@ def compare_pairs(session: Session, merged: Merged, selected: list[int], options
                                          for node, indices in work.items()}, timeout)
     labels = {node.node_id: node for node in session.alive}
     entries: list[dict[str, Any] | None] = [None] * len(pairs)
-    results: list[PairResult | None] = [None] * len(pairs)
+    attributions: list[Attribution | None] = [None] * len(pairs)
     for node_id, indices in work.items():
         answer = answers[node_id]
         status = merged.nodes[node_id]
@@ -197,29 +199,20 @@ def compare_pairs(session: Session, merged: Merged, selected: list[int], options
             else:
                 entry, attribution = _failed(planned[index], options, f"node {labels[node_id].label}: {error}"), None
             entries[index] = {**entry, "node": labels[node_id].as_json()}
-            results[index] = _rebuilt(planned[index][0], entry, attribution, options.rtol)
+            attributions[index] = None if attribution is None else Attribution.from_json(attribution)
     for index, node in enumerate(nodes):
         if node is None:
             holders = merged.holders[selected[index]]
             why = "; ".join(f"node {labels[h].label}: {merged.nodes[h]['error']}" for h in holders)
-            failed = {**_failed(planned[index], options, f"no holder can compare it ({why})"), "node": None}
-            entries[index] = failed
-            results[index] = _rebuilt(pairs[index], failed, None, options.rtol)
-    return [e for e in entries if e is not None], [r for r in results if r is not None]
+            entries[index] = {**_failed(planned[index], options, f"no holder can compare it ({why})"), "node": None}
+    return [e for e in entries if e is not None], attributions
 
 
-def _failed(planned: tuple[Pair, str, list[str]], options: CompareOptions, error: str) -> dict[str, Any]:
-    pair, folder, argv = planned
-    result = PairResult(pair, argv, folder, error=error)
+def _failed(planned: tuple[Pair, str, CompareCommand], options: CompareOptions, error: str) -> dict[str, Any]:
+    pair, folder, command = planned
+    result = PairResult(pair, command, folder, error=error)
     result.rtol = options.rtol
     return result.as_json()
-
-
-def _rebuilt(pair: Pair, entry: dict[str, Any], attribution: dict[str, Any] | None, rtol: float | None) -> PairResult:
-    """A PairResult for the HTML report (rows stay on the node: the report plots the attribution's points)."""
-    return PairResult(pair, entry["command"], os.path.dirname(entry["csv"] or "") or "", exit_code=entry["exit_code"],
-                      csv_path=entry["csv"], unmatched=entry["unmatched"], error=entry["error"], rtol=rtol,
-                      attribution=None if attribution is None else Attribution.from_json(attribution))
 
 
 def cluster_lines(data: dict[str, Any]) -> list[str]:

@@ -15,7 +15,7 @@ import subprocess
 import sys
 from typing import Any
 
-from rlpatch.dumps.command import compare_argv
+from rlpatch.dumps.command import pair_command
 from rlpatch.dumps.compare import PairResult, run_all, written_paths
 from rlpatch.dumps.correlate import Correlation, Pair, correlate
 from rlpatch.dumps.layout import Tree, scan
@@ -97,7 +97,7 @@ def compare_node(planned: list[tuple[Pair, str]], backend: str, out: str, python
     results = []
     for pair, folder in planned:
         here = node_path(folder)
-        result = PairResult(pair, compare_argv(pair.train.path, pair.infer.path, backend, here, argv), here)
+        result = PairResult(pair, pair_command(pair, backend, here, argv), here)
         result.rtol = rtol
         results.append(result)
     try:  # the same rule as on the driver's disk: nothing through a link out of -o

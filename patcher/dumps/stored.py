@@ -20,6 +20,7 @@ import stat
 from dataclasses import asdict
 from typing import Any
 
+from rlpatch.dumps.command import CompareCommand
 from rlpatch.dumps.compare import RESULT_NAME, PairResult
 from rlpatch.dumps.divergence import Attribution
 from rlpatch.errors import InputError
@@ -103,7 +104,10 @@ def restore(result: PairResult, wanted: dict[str, Any], inputs: str) -> bool:
     if not isinstance(csv_name, str) or os.sep in csv_name or stored.get("csv_stat") != _stat(
             os.path.join(result.out, csv_name)):
         return False  # the CSV is gone, or is not the one this run wrote
-    result.argv = list(stored["ran"])
+    ran = CompareCommand.from_argv(stored.get("ran") or [])
+    if ran is None:
+        return False  # not an argv this rlpatch builds
+    result.command = ran
     result.csv_path = os.path.join(result.out, csv_name)
     result.exit_code = stored.get("exit_code")
     result.unsliced = list(stored.get("unsliced", []))
