@@ -56,7 +56,7 @@ def compare_on_cluster(options: CompareOptions, address: str, runtime_env: str |
                        timeout: float) -> tuple[dict[str, Any], list[PairResult]]:
     """The compare report (the local one's shape plus `cluster`) and the results rebuilt for `--report`."""
     train, infer, out = driver_path(options.train), driver_path(options.infer), driver_path(options.out)
-    with open_session(address, runtime_env) as session:
+    with open_session(address, runtime_env, "rlpatch dumps compare --ray", options.quiet) as session:
         scans = session.run(scan_node, {n.node_id: (train, infer, options.backend, options.python)
                                         for n in session.alive}, timeout)
         merged = merge(session, scans)
@@ -218,7 +218,7 @@ def _failed(planned: tuple[Pair, str, list[str]], options: CompareOptions, error
 def _rebuilt(pair: Pair, entry: dict[str, Any], attribution: dict[str, Any] | None, rtol: float | None) -> PairResult:
     """A PairResult for the HTML report (rows stay on the node: the report plots the attribution's points)."""
     return PairResult(pair, entry["command"], os.path.dirname(entry["csv"] or "") or "", exit_code=entry["exit_code"],
-                      csv_path=entry["csv"], unmatched=entry["unmatched"], error=entry["error"], rtol=rtol,
+                      csv_path=entry["csv"], unmatched=entry["rows"]["unmatched"], error=entry["error"], rtol=rtol,
                       attribution=None if attribution is None else Attribution.from_json(attribution))
 
 
