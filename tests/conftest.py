@@ -102,6 +102,9 @@ def no_default_verl_download(request, monkeypatch):
         monkeypatch.setenv("RLPATCH_DEFAULT_VERL", "none")
     else:
         monkeypatch.delenv("RLPATCH_DEFAULT_VERL", raising=False)
+    # Captured stderr is no terminal: a test's expected stderr never depends on how slow the machine is (the
+    # progress lines every 10 s); the tests of those lines set the interval they want.
+    monkeypatch.setenv("RLPATCH_PROGRESS_INTERVAL", "1e9")
 
 
 @pytest.fixture

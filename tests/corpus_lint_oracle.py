@@ -146,7 +146,7 @@ def lint_errors(root: Path, scripts: list[str], verl_args: list[str]) -> dict[st
     if done.returncode != 0:
         sys.exit(f"corpus_lint_oracle: rlpatch lint exited {done.returncode}: {done.stderr.strip()[-500:]}")
     errors: dict[str, dict[str, list[str]]] = {}
-    for finding in json.loads(done.stdout):
+    for finding in json.loads(done.stdout)["findings"]:
         if finding["severity"] == "error":
             where = f"{finding['line']}:{finding['column']} {finding['message']}"
             errors.setdefault(finding["file"], {}).setdefault(finding["code"], []).append(where)

@@ -76,7 +76,7 @@ def test_statistics_counts_per_rule(mixed: Path) -> None:
     lines = out.splitlines()
     assert code == 0 and lines[0].startswith("2\tRL002\t[I] ") and lines[-1] == "Found 3 findings."
     code, out, _ = rlpatch("lint", "--statistics", "--format", "json", cwd=mixed)
-    assert [(row["code"], row["count"]) for row in __import__("json").loads(out)][0] == ("RL002", 2)
+    assert [(row["code"], row["count"]) for row in __import__("json").loads(out)["statistics"]][0] == ("RL002", 2)
     assert rlpatch("lint", "--statistics", "--format", "sarif", cwd=mixed)[0] == 2
 
 

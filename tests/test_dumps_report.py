@@ -158,7 +158,7 @@ def synthetic(pairs: int, layers: int = 28, per_layer: int = 8) -> tuple[dict, l
                         "csv": f"/nonexistent/{request}/compare_result.csv",
                         "rows": {"pass": 400, "warning": 3, "error": 2, "unmatched": 5, "no_data": 0,
                                  "unreadable": 0, "roots": 2},
-                        "unmatched": 5, "verdict": verdict, "why": why,
+                        "verdict": verdict, "why": why,
                         "divergence": None if divergence is None else divergence.as_json(),
                         "first_difference": None, "error": None})
         attributions.append(attribution)

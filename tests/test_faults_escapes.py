@@ -49,7 +49,7 @@ def test_a_hostile_script_cannot_reach_the_terminal_through_lint(tmp_path: Path)
         assert result.exit_code == 1, result.stderr
         _clean_terminal_text(result.stdout + result.stderr)
     data = json.loads(run_cli("lint", "--verl-root", str(FIXTURES / "verl_mini"), "--format", "json", str(script)).stdout)
-    assert any("\x1b" in finding["message"] for finding in data)  # exact in JSON
+    assert any("\x1b" in finding["message"] for finding in data["findings"])  # exact in JSON
 
 
 def test_doctor_shows_a_hostile_interpreter_error_escaped(tmp_path: Path) -> None:

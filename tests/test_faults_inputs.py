@@ -148,7 +148,7 @@ def test_stdin_within_the_limit_is_linted(tmp_path: Path) -> None:
     with open(script, "rb") as handle:
         proc = rlpatch("lint", "--format", "json", "-", cwd=tmp_path, stdin=handle)
     assert proc.returncode == 1 and not proc.stderr
-    assert "RL401" in [f["code"] for f in json.loads(proc.stdout)]
+    assert "RL401" in [f["code"] for f in json.loads(proc.stdout)["findings"]]
 
 
 def _config_script(tmp_path: Path, config: str) -> Path:
@@ -176,7 +176,7 @@ def test_msprobe_configs_are_bounded_whatever_their_kind(tmp_path: Path) -> None
     proc = rlpatch("lint", "--format", "json", "--select", "RL5", *scripts, cwd=tmp_path, timeout=30)
     assert proc.returncode == 1 and not proc.stderr
     found = sorted((Path(f["file"]).name, f["code"], f["severity"], f["message"].replace(f"{tmp_path}/", ""))
-                   for f in json.loads(proc.stdout))
+                   for f in json.loads(proc.stdout)["findings"])
     assert found == [
         ("huge.json", "RL501", "warning", "not checked: file too large (100.0 MB; an msprobe config is at most 1 MB)"),
         ("ref-pipe.json.sh", "RL501", "error",
@@ -204,7 +204,7 @@ def test_deeply_nested_msprobe_configs_never_crash(tmp_path: Path) -> None:
                    cwd=tmp_path)
     one_line_errors(proc)
     assert proc.returncode == 1
-    codes = sorted({(Path(f["file"]).name, f["code"]) for f in json.loads(proc.stdout)})
+    codes = sorted({(Path(f["file"]).name, f["code"]) for f in json.loads(proc.stdout)["findings"]})
     assert ("deep.json", "RL501") in codes and ("near.json", "RL502") in codes
 
 
@@ -367,7 +367,7 @@ def test_the_issue_doubling_scripts_end_fast_with_unknown_values(tmp_path: Path,
     (tmp_path / "bomb.sh").write_text(text)
     proc = rlpatch("lint", "--format", "json", "bomb.sh", cwd=tmp_path, timeout=30)
     one_line_errors(proc)
-    messages = [f["message"] for f in json.loads(proc.stdout) if f["code"] == "RL002"]
+    messages = [f["message"] for f in json.loads(proc.stdout)["findings"] if f["code"] == "RL002"]
     assert any("trainer.experiment_name=$S (over rlpatch's 64 KiB / 4096-element limit" in m for m in messages)
     assert any("trainer.project_name=${#A[@]}" in m for m in messages)
 

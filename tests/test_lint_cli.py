@@ -56,7 +56,7 @@ def test_fail_on_warning(repo: Path) -> None:
 
 def test_json_contract(repo: Path) -> None:
     code, out, _ = rlpatch("lint", "--format", "json", "scripts/bad.sh", "scripts/clean.sh", cwd=repo)
-    findings = json.loads(out)
+    findings = json.loads(out)["findings"]
     assert code == 1 and isinstance(findings, list) and findings
     for finding in findings:
         assert set(finding) == {"code", "severity", "message", "file", "line", "column", "end_line", "end_column", "url",
@@ -150,13 +150,13 @@ def test_sarif_validates_and_uses_repo_relative_uris(repo: Path) -> None:
 
 def test_stdin_and_extra_overrides(repo: Path) -> None:
     code, out, _ = rlpatch("lint", "--format", "json", "-", cwd=repo, stdin=BAD)
-    assert code == 1 and json.loads(out)[0]["file"] == "-"
+    assert code == 1 and json.loads(out)["findings"][0]["file"] == "-"
     script = repo / "fwd.sh"
     script.write_text('python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=vllm "$@"\n')
     extra = ["--", "+actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config.dump_config_path=d.json",
              "actor_rollout_ref.rollout.enforce_eager=False"]
     code, out, _ = rlpatch("lint", "--format", "json", "--select", "RL101", "fwd.sh", *extra, cwd=repo)
-    (finding,) = json.loads(out)
+    (finding,) = json.loads(out)["findings"]
     assert code == 1 and (finding["line"], finding["column"]) == (1, 71)  # the "$@" that forwards it
 
 
@@ -199,13 +199,13 @@ def test_same_line_suppressions_and_rl005(repo: Path) -> None:
     assert rlpatch("lint", "--select", "RL101", "s.sh", cwd=repo)[0] == 1
     script.write_text("# rlpatch: disable=RL101,RL999\n" + BAD)
     code, out = rlpatch("lint", "--format", "json", "s.sh", cwd=repo)[:2]
-    (finding,) = [f for f in json.loads(out) if f["code"] == "RL005"]
+    (finding,) = [f for f in json.loads(out)["findings"] if f["code"] == "RL005"]
     assert code == 0 and (finding["line"], finding["column"]) == (1, 26)
     assert "unknown rule code 'RL999'" in finding["message"]
     script.write_text("# rlpatch: disable=RL101,RL003\n" + BAD)
-    (finding,) = [f for f in json.loads(rlpatch("lint", "--format", "json", "s.sh", cwd=repo)[1]) if f["code"] == "RL005"]
+    (finding,) = [f for f in json.loads(rlpatch("lint", "--format", "json", "s.sh", cwd=repo)[1])["findings"] if f["code"] == "RL005"]
     assert finding["column"] == 26 and "unused suppression: RL003" in finding["message"]
-    assert rlpatch("lint", "--format", "json", "--select", "RL005,RL101", "s.sh", cwd=repo)[1].strip() == "[]"
+    assert rlpatch("lint", "--format", "json", "--select", "RL005,RL101", "s.sh", cwd=repo)[1].strip() == '{\n  "version": 1,\n  "findings": []\n}'
 
 
 TP3 = "python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.tensor_model_parallel_size=3\n"  # RL401
@@ -224,7 +224,7 @@ def test_exclude_gitignore_per_file_ignores_and_extend_select(tmp_path: Path) ->
 
     def files(*args: str) -> list[str]:
         out = rlpatch("lint", "--format", "json", *args, cwd=tmp_path)[1]
-        return sorted({f["file"] for f in json.loads(out)})
+        return sorted({f["file"] for f in json.loads(out)["findings"]})
 
     assert files(".") == ["scripts/e.sh"]
     assert files("--no-respect-gitignore", ".") == ["build/a.sh", "scripts/e.sh"]
@@ -274,7 +274,7 @@ def test_detect_json_contract(repo: Path) -> None:
     fixtures = Path(__file__).resolve().parent.parent / "fixtures" / "lint" / "consistency"
     code, out, _ = rlpatch("detect", "--format", "json", str(fixtures / "fsdp_vllm.sh"))
     obj = json.loads(out)
-    assert code == 0
+    assert code == 0 and obj["version"] == 1
     for key in ("file", "entry", "mode", "rollout_backend", "train_backend", "world_size", "overrides", "env", "unknown"):
         assert key in obj
     assert (obj["entry"], obj["mode"], obj["rollout_backend"], obj["train_backend"], obj["world_size"]) == (
@@ -284,7 +284,7 @@ def test_detect_json_contract(repo: Path) -> None:
                                    "value": "grpo", "line": 16, "column": 5, "file": str(fixtures / "fsdp_vllm.sh")}
     code, out, _ = rlpatch("detect", "--format", "json", "scripts/clean.sh", "scripts/bad.sh", cwd=repo)
     both = json.loads(out)
-    assert isinstance(both, list) and [o["mode"] for o in both] == ["none", "inference"]
+    assert both["version"] == 1 and [o["mode"] for o in both["scripts"]] == ["none", "inference"]
     code, out, _ = rlpatch("detect", "--format", "json", "-", cwd=repo, stdin="echo hi\n")
     assert json.loads(out)["entry"] is None and json.loads(out)["mode"] == "none"
     assert "mode:            inference" in rlpatch("detect", "scripts/bad.sh", cwd=repo)[1]

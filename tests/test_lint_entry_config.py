@@ -48,7 +48,7 @@ def lint_codes(script: Path, root: Path = TREE) -> list[tuple[str, str, str]]:
     result = run_cli("lint", "--format", "json", "--exit-zero", "--select", "RL0,RL3", "--verl-root", str(root),
                      str(script))
     assert result.exit_code == 0, result.stderr
-    return [(f["code"], f["severity"], f["message"]) for f in json.loads(result.stdout)]
+    return [(f["code"], f["severity"], f["message"]) for f in json.loads(result.stdout)["findings"]]
 
 
 def hydra_composes(script: Path, tmp: Path, monkeypatch: pytest.MonkeyPatch) -> bool:

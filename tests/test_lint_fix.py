@@ -51,7 +51,7 @@ def test_diff_shows_and_fix_writes_the_same_edits(tmp_path: Path) -> None:
 def test_a_variable_is_an_unsafe_fix(tmp_path: Path) -> None:
     script = tmp_path / "run.sh"
     script.write_text(IN_A_VARIABLE)
-    findings = json.loads(_lint(tmp_path, "--format", "json").stdout)
+    findings = json.loads(_lint(tmp_path, "--format", "json").stdout)["findings"]
     eager = next(f for f in findings if f["code"] == "RL101")
     assert eager["fix"] == {"applicability": "unsafe", "message": "set actor_rollout_ref.rollout.enforce_eager=True",
                             "edits": [{"content": "True", "line": 1, "column": 7, "end_line": 1, "end_column": 12}]}

@@ -108,7 +108,7 @@ def lint_errors(script: Path, version: str) -> dict[str, list[str]]:
     result = run_cli("lint", "--format", "json", "--exit-zero", "--verl-version", version, str(script))
     assert result.exit_code == 0, result.stderr
     errors: dict[str, list[str]] = {}
-    for finding in json.loads(result.stdout):
+    for finding in json.loads(result.stdout)["findings"]:
         if finding["severity"] == "error":
             errors.setdefault(finding["code"], []).append(f"{finding['line']}:{finding['column']} {finding['message']}")
     return errors

@@ -101,7 +101,7 @@ def test_bad_files_give_one_line_errors_and_the_rest_is_linted(tmp_path: Path) -
         "rlpatch: error: missing.sh: no such file",
         "rlpatch: error: quote.sh:1:36: unterminated ' (the rest of the file cannot be read)",
     ]
-    assert [(f["file"], f["code"]) for f in json.loads(proc.stdout)] == [("good.sh", "RL401")]
+    assert [(f["file"], f["code"]) for f in json.loads(proc.stdout)["findings"]] == [("good.sh", "RL401")]
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root can read a chmod 000 file")

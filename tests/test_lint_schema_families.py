@@ -17,7 +17,7 @@ DUMP_KEY = "+actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config.dump
 
 def lint_json(*args: str) -> tuple[int, list[dict]]:
     result = run_cli("lint", "--format", "json", *args)
-    return result.exit_code, json.loads(result.stdout or "[]")
+    return result.exit_code, json.loads(result.stdout)["findings"] if result.stdout else []
 
 
 def test_lint_a_config_json_directly(tmp_path: Path) -> None:
@@ -88,14 +88,14 @@ def test_schema_family_without_verl_is_silent_and_imports_no_hydra(tmp_path: Pat
     script.write_text(f"{ENTRY} data.train_files=~/x\n")
     args = ["lint", "--format", "json", "--exit-zero", "--select", "RL3", str(script)]
     output, modules = lint_in_fresh_process(args, {"RLPATCH_DEFAULT_VERL": "none"}, tmp_path)
-    assert json.loads(output) == []
+    assert json.loads(output)["findings"] == []
     assert modules == []
     bare = tmp_path / "bare" / "verl"  # a verl package without its trainer/config directory
     (bare / "version").mkdir(parents=True)
     (bare / "__init__.py").write_text("")
     (bare / "version" / "version").write_text("0.9.1\n")
     output, modules = lint_in_fresh_process([*args, "--verl-root", str(bare.parent)], {}, tmp_path)
-    findings = json.loads(output)
+    findings = json.loads(output)["findings"]
     assert [(f["code"], f["severity"]) for f in findings] == [("RL002", "info")]
     assert "RL301-RL306 skipped" in findings[0]["message"]
     assert modules == []

@@ -29,7 +29,7 @@ PLAIN = "python3 -m verl.trainer.main_ppo trainer.n_gpus_per_node=$(nproc) actor
 def codes(*args: str) -> list[str]:
     result = run_cli("lint", "--format", "json", "--exit-zero", *args)
     assert result.exit_code == 0, result.stderr
-    return sorted({finding["code"] for finding in json.loads(result.stdout)})
+    return sorted({finding["code"] for finding in json.loads(result.stdout)["findings"]})
 
 
 @pytest.fixture
@@ -76,7 +76,7 @@ def test_the_rl002_notes_of_other_families_exist(tmp_path: Path, bare_python: st
     """What the filter is up against: RL002 findings reported by RL3xx and RL605."""
     result = run_cli("lint", "--format", "json", "--exit-zero", "--python", bare_python, "--select", "RL3,RL605,RL002",
                      scripts["consistency"])
-    messages = [f["message"] for f in json.loads(result.stdout) if f["code"] == "RL002"]
+    messages = [f["message"] for f in json.loads(result.stdout)["findings"] if f["code"] == "RL002"]
     assert any("RL301-RL306 skipped" in m for m in messages)
     assert any("RL605 not checked" in m for m in messages)
     # ...they come with the rules that gave them (no silent pass for `--select RL3`)...
@@ -172,5 +172,5 @@ def test_rl605_note_for_the_verl_of_this_interpreter(tmp_path: Path, scripts) ->
             os.environ.pop("PYTHONPATH", None)
         else:
             os.environ["PYTHONPATH"] = old_env
-    notes = [f["message"] for f in json.loads(result.stdout) if "RL605 not checked" in f["message"]]
+    notes = [f["message"] for f in json.loads(result.stdout)["findings"] if "RL605 not checked" in f["message"]]
     assert len(notes) == 1 and "not UTF-8" in notes[0], result.stdout

@@ -72,6 +72,7 @@ def test_the_wheel_holds_the_package_and_the_licence_only(archives: dict[str, Pa
     top = {name.split("/", 1)[0] for name in names}
     assert top == {"rlpatch", archives["wheel"].name.split("-py3")[0] + ".dist-info"}, top
     assert "rlpatch/__main__.py" in names and "rlpatch/py.typed" in names and "rlpatch/rules/__init__.py" in names
+    assert "rlpatch/schemas/lint.schema.json" in names and "rlpatch/schemas/dumps-compare.schema.json" in names
     assert any(name.endswith(".dist-info/LICENSE") or name.endswith(".dist-info/licenses/LICENSE") for name in names)
     assert not [name for name in names if "fixtures/" in name or "/tests/" in name or "__pycache__" in name]
 
@@ -99,7 +100,8 @@ def test_the_sdist_holds_what_its_tests_need(archives: dict[str, Path]) -> None:
     with tarfile.open(archives["sdist"]) as archive:
         names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
     for wanted in ("LICENSE", "README.md", "CHANGELOG.md", ".pre-commit-hooks.yaml", "setup.cfg", "pyproject.toml",
-                   "MANIFEST.in", "Makefile", "tests/test_packaging.py", "tests/conftest.py", "patcher/__main__.py"):
+                   "MANIFEST.in", "Makefile", "tests/test_packaging.py", "tests/conftest.py", "patcher/__main__.py",
+                   "patcher/schemas/lint.schema.json"):
         assert wanted in names, wanted
     if (ROOT / ".git").exists():
         tracked = subprocess.run(["git", "-C", str(ROOT), "ls-files", "fixtures", "tests"], capture_output=True,

@@ -136,7 +136,7 @@ def test_findings_point_at_what_works_installed_by_default(tmp_path: Path, monke
     """No docs address configured: a path inside rlpatch's repository would open nothing for a pip, pipx or
     uv user, so the text points at `rlpatch rule CODE`, JSON has no url, and SARIF carries the page itself."""
     monkeypatch.delenv(docs.DOCS_URL_ENV, raising=False)
-    findings = json.loads(_lint(tmp_path, "json"))
+    findings = json.loads(_lint(tmp_path, "json"))["findings"]
     assert findings and all(f["url"] is None for f in findings)
     full = _lint(tmp_path, "full")
     assert "  docs: rlpatch rule RL101\n" in full and "docs/rules" not in full
@@ -150,7 +150,7 @@ def test_findings_point_at_what_works_installed_by_default(tmp_path: Path, monke
 
 def test_findings_link_to_the_configured_site(tmp_path: Path) -> None:
     env = {docs.DOCS_URL_ENV: "https://docs.example.org/rlpatch/"}
-    findings = json.loads(_lint(tmp_path, "json", env))
+    findings = json.loads(_lint(tmp_path, "json", env))["findings"]
     assert {f["url"] for f in findings} >= {"https://docs.example.org/rlpatch/rules/RL101.html"}
     assert "  docs: https://docs.example.org/rlpatch/rules/RL101.html\n" in _lint(tmp_path, "full", env)
     sarif = json.loads(_lint(tmp_path, "sarif", env))
@@ -162,7 +162,7 @@ def test_findings_link_to_the_configured_site(tmp_path: Path) -> None:
 def test_docs_url_from_pyproject(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(docs.DOCS_URL_ENV, raising=False)
     (tmp_path / "pyproject.toml").write_text('[tool.rlpatch]\ndocs-url = "https://site.example.org"\n')
-    findings = json.loads(_lint(tmp_path, "json"))
+    findings = json.loads(_lint(tmp_path, "json"))["findings"]
     assert {f["url"] for f in findings} >= {"https://site.example.org/rules/RL101.html"}
     monkeypatch.chdir(tmp_path)
     assert run_cli("rule", "RL101").stdout.rstrip().endswith("Documentation: https://site.example.org/rules/RL101.html")

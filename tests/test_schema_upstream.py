@@ -38,7 +38,7 @@ def lint(tmp_path: Path, root: Path, *overrides: str, config_name: str | None = 
     path.write_text(script)
     result = run_cli("lint", "--format", "json", "--exit-zero", "--select", select, "--verl-root", str(root), str(path))
     assert result.exit_code == 0, result.stderr
-    return [(f["code"], f["line"], f["column"]) for f in json.loads(result.stdout)]
+    return [(f["code"], f["line"], f["column"]) for f in json.loads(result.stdout)["findings"]]
 
 
 def codes(findings: list[tuple[str, int, int]]) -> list[str]:

@@ -75,7 +75,7 @@ def test_padding_rows_get_their_request_id_blanked() -> None:
 
 
 def test_rules_command_names_the_trainer_of_every_rule() -> None:
-    rows = json.loads(run_cli("rules", "--format", "json").stdout)
+    rows = json.loads(run_cli("rules", "--format", "json").stdout)["rules"]
     assert all(row["trainer"] for row in rows)
     by_id = {row["id"]: row for row in rows}
     assert by_id["verl-prompts-only-v1"]["trainers"] == ["v1"]
@@ -196,7 +196,7 @@ def test_lint_requires_a_covered_trainer_on_a_real_release(verl_tree, tmp_path, 
         script.write_text(launch.format(extra))
         result = run_cli("lint", "--format", "json", "--select", "RL605,RL607", "--verl-root", str(tree),
                          "--vllm-ascend-root", str(vllm_ascend), str(script))
-        return [f"{finding['code']}: {finding['message']}" for finding in json.loads(result.stdout)]
+        return [f"{finding['code']}: {finding['message']}" for finding in json.loads(result.stdout)["findings"]]
 
     default = findings("")
     assert [finding[:5] for finding in default] == ["RL605", "RL607"]

@@ -7,4 +7,4 @@ per-node report with its summary of the nodes that differ. ray is an extra (`rlp
 imported only here, only with `--ray`; the lint and patch paths never import it.
 """
 
-MAY_IMPORT: tuple[str, ...] = ("errors", "upstream")
+MAY_IMPORT: tuple[str, ...] = ("errors", "output", "upstream")

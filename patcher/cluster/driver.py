@@ -30,6 +30,7 @@ def run_on_cluster(ctx: click.Context) -> int:
     """Run the command of `ctx` on every alive node of the cluster `--ray` names; the exit code."""
     params = ctx.params
     command_line = ctx.meta[COMMAND_LINE]  # the entry point's runner, sent to each node by reference
+    quiet = bool(params.get("quiet"))
     user_env = parse_runtime_env(params.get("ray_runtime_env"))
     command = ctx.info_name or ""
     ray = import_ray()
@@ -38,12 +39,13 @@ def run_on_cluster(ctx: click.Context) -> int:
         timeout = float(params.get("ray_timeout") or 300)
         if command == "apply" and not params.get("dry_run"):
             # First a dry run everywhere: a node that would refuse stops the command before any write.
-            rehearsal = run_everywhere(ray, alive, command_line, node_argv(ctx, ("--dry-run",)), timeout)
+            rehearsal = run_everywhere(ray, alive, command_line, node_argv(ctx, ("--dry-run",)), timeout,
+                                       f"rlpatch {command} --dry-run --ray", quiet)
             if dead or any(result["status"] != "ok" for result in rehearsal):
                 outcome = report.Outcome(command, address, rehearsal, dead, rehearsal=True)
                 report.show(outcome, params.get("output_format", "text"))
                 return EXIT_REFUSED
-        results = run_everywhere(ray, alive, command_line, node_argv(ctx), timeout)
+        results = run_everywhere(ray, alive, command_line, node_argv(ctx), timeout, f"rlpatch {command} --ray", quiet)
     outcome = report.Outcome(command, address, results, dead)
     report.show(outcome, params.get("output_format", "text"))
     return outcome.exit_code
@@ -140,8 +142,37 @@ def cluster_nodes(ray: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]
     return alive, dead
 
 
+def wait_all(ray: Any, refs: list[Any], timeout: float, label: str, quiet: bool = False,
+             step: float | None = None) -> set[Any]:
+    """The refs that are ready within `timeout`. On a stderr that is no terminal (a batch log), unless
+    `quiet`, a `LABEL: k/n node(s) answered` line every few seconds: the wait is cut into steps of that
+    interval (`step`, for tests), so a long fan-out does not leave the log silent."""
+    import time
+
+    from rlpatch.output.api import log_progress
+
+    if not refs:
+        return set()
+    with log_progress(label, len(refs), "node(s) answered", quiet) as progress:
+        if progress is None:
+            ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout)
+            return set(ready)
+        deadline = time.monotonic() + timeout
+        done: set[Any] = set()
+        pending = list(refs)
+        while pending:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            ready, pending = ray.wait(pending, num_returns=len(pending),
+                                      timeout=min(left, step if step is not None else max(progress.interval, 0.1)))
+            done.update(ready)
+            progress.advance(len(ready))
+        return done
+
+
 def run_everywhere(ray: Any, nodes: list[dict[str, Any]], command_line: CommandLine, argv: list[str],
-                   timeout: float) -> list[dict[str, Any]]:
+                   timeout: float, label: str = "rlpatch --ray", quiet: bool = False) -> list[dict[str, Any]]:
     """One pinned, zero-CPU, never-retried task per node, running `argv` through `command_line`; each
     node's answer (or why there is none)."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -153,8 +184,7 @@ def run_everywhere(ray: Any, nodes: list[dict[str, Any]], command_line: CommandL
     for node in nodes:
         strategy = NodeAffinitySchedulingStrategy(node_id=node["NodeID"], soft=False)
         refs[node["NodeID"]] = task.options(scheduling_strategy=strategy, num_cpus=0, max_retries=0).remote(command_line, argv)
-    ready, _ = ray.wait(list(refs.values()), num_returns=len(refs), timeout=timeout)
-    done = set(ready)
+    done = wait_all(ray, list(refs.values()), timeout, label, quiet)
     results = []
     for node in nodes:
         ref = refs[node["NodeID"]]

@@ -121,7 +121,9 @@ def label(node: dict[str, Any]) -> str:
 
 def show(outcome: Outcome, output_format: str) -> None:
     if output_format == "json":
-        click.echo(json.dumps(outcome.as_json(), indent=2))
+        from rlpatch.output.api import versioned
+
+        click.echo(json.dumps(versioned(outcome.as_json()), indent=2))
         return
     verb = f"{outcome.command} --dry-run" if outcome.rehearsal else outcome.command
     click.echo(f"rlpatch {verb} on the Ray cluster at {outcome.address}: {len(outcome.nodes)} alive node(s), "

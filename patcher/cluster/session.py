@@ -57,6 +57,8 @@ class Session:
     alive: list[NodeInfo]
     dead: list[NodeInfo]
     ray: Any
+    label: str = "rlpatch --ray"  # the progress lines' label (a batch log's stderr, not with quiet)
+    quiet: bool = False
 
     def run(self, function: Callable[..., Any], arguments: Mapping[str, Sequence[Any]],
             timeout: float) -> dict[str, NodeAnswer]:
@@ -74,8 +76,9 @@ class Session:
             strategy = NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)
             refs[node_id] = task.options(scheduling_strategy=strategy, num_cpus=0, max_retries=0).remote(
                 function, tuple(node_arguments))
-        ready, _ = self.ray.wait(list(refs.values()), num_returns=len(refs), timeout=timeout) if refs else ([], [])
-        done = set(ready)
+        from rlpatch.cluster.driver import wait_all
+
+        done = wait_all(self.ray, list(refs.values()), timeout, self.label, self.quiet)
         answers = {node_id: self._answer(nodes[node_id], ref, ref in done, timeout) for node_id, ref in refs.items()}
         for node_id in arguments:
             if node_id not in nodes:
@@ -102,8 +105,10 @@ class Session:
 
 
 @contextmanager
-def open_session(address: str, runtime_env_json: str | None = None) -> Iterator[Session]:
-    """Connect to the cluster at `address` with rlpatch shipped to its nodes; disconnect on the way out."""
+def open_session(address: str, runtime_env_json: str | None = None, label: str = "rlpatch --ray",
+                 quiet: bool = False) -> Iterator[Session]:
+    """Connect to the cluster at `address` with rlpatch shipped to its nodes; disconnect on the way out.
+    While it waits for the nodes, a batch log gets `LABEL: k/n node(s) answered` lines (none with `quiet`)."""
     # The driver (and ray) load only when a session opens: other wings import this module's types.
     from rlpatch.cluster.driver import (
         cluster_nodes,
@@ -119,4 +124,4 @@ def open_session(address: str, runtime_env_json: str | None = None) -> Iterator[
     with staged_package() as package, connected(ray, address, merged_runtime_env(user_env, package)) as gcs:
         alive, dead = cluster_nodes(ray)
         yield Session(gcs, [NodeInfo.from_ray(node) for node in alive], [NodeInfo.from_ray(node) for node in dead],
-                      ray)
+                      ray, label, quiet)

@@ -8,7 +8,7 @@ runs (`<target> -m pip install mindstudio-probe`, never the `pip` on PATH) and t
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Callable
 
 import click
 
@@ -16,8 +16,17 @@ from rlpatch.cluster.api import ray_options
 from rlpatch.doctor.examine import STAGE2_TIMEOUT_S, DoctorOptions, examine, install, render_text
 from rlpatch.doctor.target import read_script
 from rlpatch.errors import InputError
-from rlpatch.output.api import shown
+from rlpatch.output.api import shown, versioned
 from rlpatch.upstream.api import TARGET_OPTIONS
+
+
+def _teller(quiet: bool) -> Callable[[str], None]:
+    """What --install says on stderr; with -q only that pip failed (what it ran and pip's lines go)."""
+    def say(message: str) -> None:
+        if not quiet or message.startswith("--install: pip exited"):
+            click.echo(shown(message), err=True)
+
+    return say
 
 
 @click.command("doctor")
@@ -33,6 +42,8 @@ from rlpatch.upstream.api import TARGET_OPTIONS
               help="Probe only the named interpreter (--python, else this one) in this environment: run nothing the "
                    "script chooses (no launcher, no working directory, no PYTHONPATH or sitecustomize of the script).")
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--quiet", "-q", is_flag=True, help="Print no progress on stderr (what --install runs): the report and "
+                                                "errors stay.")
 @ray_options
 def doctor_cmd(**options: Any) -> int:
     """Check msprobe, versions and patches in the Python that really runs verl.
@@ -55,9 +66,9 @@ def doctor_cmd(**options: Any) -> int:
     script = read_script(told.script, given_env) if told.script else None
     report = examine(told, script)
     if told.install:
-        report = install(told, script, report, lambda message: click.echo(shown(message), err=True))
+        report = install(told, script, report, _teller(options["quiet"]))
     if told.output_format == "json":
-        click.echo(json.dumps(report, indent=2))
+        click.echo(json.dumps(versioned(report), indent=2))
     else:
         click.echo(render_text(report), nl=False)
     return int(report["exit_code"])

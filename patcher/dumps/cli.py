@@ -28,7 +28,7 @@ from rlpatch.dumps.api import (
 )
 from rlpatch.dumps.command import BACKENDS, DEFAULT_OUT
 from rlpatch.dumps.options import RAY_TIMEOUT_S
-from rlpatch.output.api import shown_lines
+from rlpatch.output.api import log_progress, progress_wanted, shown_lines, versioned
 from rlpatch.upstream.api import TARGET_OPTIONS
 
 FORMATS = click.Choice(["text", "json"])
@@ -36,13 +36,24 @@ RAY_HELP = ("Compare each pair on the node of this Ray cluster whose disk holds 
             "travel (`auto`: the cluster this machine belongs to).")
 
 
-def _emit(summary: Summary, fmt: str) -> int:
+QUIET_HELP = "Print no progress and no notes (`note:` lines, reused pairs, links followed): results and errors stay."
+# The lines of a text answer that only inform: -q leaves them out (the JSON keeps its `notes`).
+NOTE_STARTS = ("note: ", "reused ")
+NOTE_ENDS = ("(inside the tree): writing there",)
+
+
+def _is_note(line: str) -> bool:
+    return line.lstrip().startswith(NOTE_STARTS) or line.endswith(NOTE_ENDS)
+
+
+def _emit(summary: Summary, fmt: str, quiet: bool = False) -> int:
     """Print the answer as asked; its exit code."""
     if fmt == "json":
-        sys.stdout.write(json.dumps(summary.data, indent=2) + "\n")
+        sys.stdout.write(json.dumps(versioned(summary.data), indent=2) + "\n")
     else:
         # Request ids, module names and paths come from the dumps: escaped, they cannot forge a line.
-        sys.stdout.write("".join(line + "\n" for line in shown_lines(summary.lines)))
+        lines = [line for line in summary.lines if not (quiet and _is_note(line))]
+        sys.stdout.write("".join(line + "\n" for line in shown_lines(lines)))
     return summary.exit_code
 
 
@@ -60,9 +71,10 @@ def dumps_group() -> None:
               help="The inference msprobe config, when --script does not name it: with a request_id (msprobe 26.2 "
                    "request-scoped dumping), flag steps it cut in the scheduler's order instead of the runner's rows.")
 @click.option("--format", "fmt", type=FORMATS, default="text", show_default=True)
-def check_cmd(fmt: str, **given: Any) -> int:
+@click.option("--quiet", "-q", is_flag=True, help=QUIET_HELP)
+def check_cmd(fmt: str, quiet: bool, **given: Any) -> int:
     """Check what DIRECTORY holds against what the mode should have produced."""
-    return _emit(check_dumps(CheckOptions(**given)), fmt)
+    return _emit(check_dumps(CheckOptions(**given)), fmt, quiet)
 
 
 @dumps_group.command("pair")
@@ -71,9 +83,10 @@ def check_cmd(fmt: str, **given: Any) -> int:
 @click.option("--backend", type=click.Choice(BACKENDS), default="fsdp", show_default=True,
               help="The training backend (decides the TP > 1 pairing and the compare's module map).")
 @click.option("--format", "fmt", type=FORMATS, default="text", show_default=True)
-def pair_cmd(fmt: str, **given: Any) -> int:
+@click.option("--quiet", "-q", is_flag=True, help=QUIET_HELP)
+def pair_cmd(fmt: str, quiet: bool, **given: Any) -> int:
     """Pair training and inference dumps through request ids; print the compare command of each."""
-    return _emit(pair_dumps(PairOptions(**given)), fmt)
+    return _emit(pair_dumps(PairOptions(**given)), fmt, quiet)
 
 
 @contextmanager
@@ -84,6 +97,22 @@ def _progress_bar(length: int) -> Iterator[Callable[[int], None] | None]:
         return
     with click.progressbar(length=length, label="msprobe compare", file=sys.stderr) as bar:
         yield bar.update
+
+
+def _progress(quiet: bool) -> Any:
+    """The compare's progress: a bar on a terminal, `done/total` lines in a batch log, none with -q."""
+    @contextmanager
+    def shown(length: int) -> Iterator[Callable[[int], None] | None]:
+        if quiet or not length:
+            yield None
+        elif not progress_wanted(False):
+            with _progress_bar(length) as bar:
+                yield bar
+        else:
+            with log_progress("rlpatch dumps compare", length, "pair(s) compared") as lines:
+                yield None if lines is None else lines.advance
+
+    return shown
 
 
 @dumps_group.command("compare")
@@ -103,23 +132,25 @@ def _progress_bar(length: int) -> Iterator[Callable[[int], None] | None]:
 @click.option("--force", is_flag=True, default=False,
               help="Compare every pair again, even those whose results in -o are current (same dumps, same msprobe).")
 @click.option("--format", "fmt", type=FORMATS, default="text", show_default=True)
+@click.option("--quiet", "-q", is_flag=True, help=QUIET_HELP)
 @ray_options(ray_help=RAY_HELP, timeout_help="Seconds to wait for every node's answer, per round (read, compare).",
              timeout=RAY_TIMEOUT_S)
-def compare_cmd(fmt: str, **given: Any) -> int:
+def compare_cmd(fmt: str, quiet: bool, **given: Any) -> int:
     """Run msprobe compare on every pair (in parallel); name the module where the two sides start to differ.
 
     Each pair's results are kept in -o: a pair whose dumps and msprobe have not changed since is not
     compared again (--force compares it again), and `rlpatch dumps report` renders the report from them."""
-    options = CompareOptions(**given)
-    comparison = compare_dumps(options, _progress_bar)
-    code = _emit(comparison, fmt)  # always printed, even when the report then fails
+    options = CompareOptions(**given, quiet=quiet)
+    comparison = compare_dumps(options, _progress(quiet))
+    code = _emit(comparison, fmt, quiet)  # always printed, even when the report then fails
     if options.report is None:
         return code
     problem = comparison.write_report(options.report)
     if problem is not None:
         sys.stderr.write(f"rlpatch dumps compare: error: report not written: {problem}\n")
         return max(code, 1)
-    (sys.stdout if fmt == "text" else sys.stderr).write(f"report written to {options.report}\n")
+    if fmt == "text" or not quiet:
+        (sys.stdout if fmt == "text" else sys.stderr).write(f"report written to {options.report}\n")
     return code
 
 
@@ -127,6 +158,7 @@ def compare_cmd(fmt: str, **given: Any) -> int:
 @click.argument("out")
 @click.option("-o", "--output", "report", default=None, metavar="FILE.html",
               help="The page to write, inside OUT (default: OUT/report.html).")
-def report_cmd(**given: Any) -> int:
+@click.option("--quiet", "-q", is_flag=True, help=QUIET_HELP)
+def report_cmd(quiet: bool, **given: Any) -> int:
     """Write the HTML report of the compare whose results OUT holds (its -o), without running msprobe again."""
-    return _emit(report_dumps(ReportOptions(**given)), "text")
+    return _emit(report_dumps(ReportOptions(**given)), "text", quiet)

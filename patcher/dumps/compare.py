@@ -121,8 +121,7 @@ class PairResult:
             "command": self.argv,
             "exit_code": self.exit_code,
             "csv": self.csv_path,
-            "rows": rows,
-            "unmatched": self.unmatched,
+            "rows": rows,  # `rows.unmatched`: the forward rows msprobe matched on one side only (N/A)
             "verdict": self.verdict,
             "why": self.error if found is None else found.why,
             "divergence": None if self.divergence is None else self.divergence.as_json(),

@@ -42,6 +42,7 @@ class CompareOptions:
     ray: str | None = None  # a cluster address: each pair compared on the node that holds it
     ray_runtime_env: str | None = None
     ray_timeout: float = RAY_TIMEOUT_S
+    quiet: bool = False  # -q: no progress lines while the cluster's nodes are waited for
 
 
 @dataclass(frozen=True)

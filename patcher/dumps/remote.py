@@ -56,7 +56,7 @@ def compare_on_cluster(options: CompareOptions, address: str, runtime_env: str |
                        timeout: float) -> tuple[dict[str, Any], list[Attribution | None]]:
     """The compare report (the local one's shape plus `cluster`) and each entry's attribution for `--report`."""
     train, infer, out = driver_path(options.train), driver_path(options.infer), driver_path(options.out)
-    with open_session(address, runtime_env) as session:
+    with open_session(address, runtime_env, "rlpatch dumps compare --ray", options.quiet) as session:
         scans = session.run(scan_node, {n.node_id: (train, infer, options.backend, options.python)
                                         for n in session.alive}, timeout)
         merged = merge(session, scans)

@@ -120,7 +120,7 @@ def store(result: PairResult, wanted: dict[str, Any], inputs: str) -> None:
     """Keep a successful run for the next one (atomically, replacing a link rather than writing through it)."""
     if result.error is not None or result.csv_path is None or result.attribution is None:
         return
-    record = {"key": wanted, "inputs": inputs, "ran": result.argv, "csv": os.path.basename(result.csv_path),
+    record = {"version": FORMAT, "key": wanted, "inputs": inputs, "ran": result.argv, "csv": os.path.basename(result.csv_path),
               "csv_stat": _stat(result.csv_path),
               "exit_code": result.exit_code, "unsliced": result.unsliced, "not_compared": result.not_compared,
               "attribution": result.attribution.as_json()}
@@ -131,7 +131,7 @@ def write_summary(out: str, data: dict[str, Any], facts: Any, results: list[Pair
     """`{out}/rlpatch_compare.json`: what `dumps report OUT` renders from."""
     files = [os.path.relpath(result_path(r), out) if r.attribution is not None and r.error is None else None
              for r in results]
-    record = {"format": FORMAT, "data": data, "facts": asdict(facts), "results": files}
+    record = {"version": FORMAT, "data": data, "facts": asdict(facts), "results": files}
     atomic_write(os.path.join(out, SUMMARY_NAME), json.dumps(record).encode("utf-8"), follow_link=False,
                  make_parents=False)
 
@@ -144,8 +144,8 @@ def read_summary(out: str) -> tuple[dict[str, Any], dict[str, Any], list[Attribu
     if not os.path.isfile(path):
         raise InputError(f"{out}: no {SUMMARY_NAME}: run `rlpatch dumps compare -o {out}` first")
     record = _read_json(path)
-    if not isinstance(record, dict) or record.get("format") != FORMAT or not isinstance(record.get("data"), dict):
-        raise InputError(f"{path}: not a compare summary this rlpatch reads (format {FORMAT}): run compare again")
+    if not isinstance(record, dict) or record.get("version") != FORMAT or not isinstance(record.get("data"), dict):
+        raise InputError(f"{path}: not a compare summary this rlpatch reads (version {FORMAT}): run compare again")
     data, files = record["data"], record.get("results") or []
     if len(files) != len(data.get("results", [])):
         raise InputError(f"{path}: its results and their files disagree: run compare again")

@@ -14,6 +14,7 @@ import click
 
 from rlpatch.gen.api import MODES, GenOptions, generate_collection
 from rlpatch.lint import api as linter
+from rlpatch.output.api import versioned
 from rlpatch.upstream.api import TARGET_OPTIONS
 
 
@@ -44,8 +45,10 @@ from rlpatch.upstream.api import TARGET_OPTIONS
 @click.option("--force", is_flag=True, help="Overwrite existing files (and allow Megatron training mode on 0.8.0).")
 @click.option("--dry-run", is_flag=True, help="Print the diff and the configs; write nothing.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--quiet", "-q", is_flag=True, help="Leave the notes out of the text report (sizes, what was kept, "
+              "why a stage is left out); its warnings, findings and next steps stay. JSON keeps them.")
 @click.pass_context
-def gen_cmd(ctx: click.Context, fmt: str, **given: Any) -> int:
+def gen_cmd(ctx: click.Context, fmt: str, quiet: bool, **given: Any) -> int:
     """Write a collection script for MODE from the training script SCRIPT (never edited).
 
     Extra Hydra overrides after `--` are appended after gen's own.
@@ -54,7 +57,13 @@ def gen_cmd(ctx: click.Context, fmt: str, **given: Any) -> int:
     if result.lint_error is not None:
         click.echo(f"rlpatch gen: wrote {result.new_path}, but rlpatch lint did not run: {result.lint_error}", err=True)
     elif fmt == "json":
-        click.echo(json.dumps(result.as_json(), indent=2))
+        click.echo(json.dumps(versioned(result.as_json()), indent=2))
     else:
-        click.echo(result.text(), nl=False)
+        click.echo(_without_notes(result.text()) if quiet else result.text(), nl=False)
     return result.exit_code
+
+
+def _without_notes(text: str) -> str:
+    """The text report less its `note:` lines (a note that is a warning stays)."""
+    return "".join(line for line in text.splitlines(keepends=True)
+                   if not line.startswith("note: ") or line.startswith("note: warning:"))

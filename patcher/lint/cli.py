@@ -85,6 +85,8 @@ def _common(function, rollout_roots: bool = True):
                                            "(exit 1 when there is a fix).")
 @click.option("--unsafe-fixes", is_flag=True, help="With --fix or --diff, apply the unsafe fixes too (a variable "
                                                    "that may be used elsewhere).")
+@click.option("--quiet", "-q", is_flag=True, help="Print no notes and no progress on stderr: only the report, "
+                                                "warnings and errors (as ruff's -q).")
 @_common
 @click.pass_context
 def lint_cmd(ctx: click.Context, files: tuple[str, ...], **values: Any) -> int:
@@ -122,7 +124,8 @@ def _script_options(ctx: click.Context, values: dict[str, Any]) -> ScriptOptions
 
 @click.command("rule")
 @click.argument("code", required=False)
-def rule_cmd(code: str | None) -> int:
+@click.option("--quiet", "-q", is_flag=True, help="Without CODE, leave out the note on stderr about patch rules.")
+def rule_cmd(code: str | None, quiet: bool) -> int:
     """Without CODE, list the LINT rules (RLxxx: what `rlpatch lint` checks in launch scripts). With CODE,
     show that rule's page: what it does, why, example, use instead, how to silence, options, references.
 
@@ -133,7 +136,8 @@ def rule_cmd(code: str | None) -> int:
     # the patch rules (libcst) only for a patch rule id.
     if code is None:
         click.echo(rule_listing(), nl=False)
-        click.echo("Patch rules: `rlpatch rules` lists them, `rlpatch rule ID` documents one.", err=True)
+        if not quiet:
+            click.echo("Patch rules: `rlpatch rules` lists them, `rlpatch rule ID` documents one.", err=True)
         return 0
     click.echo(rule_page(code), nl=False)
     return 0

@@ -58,6 +58,7 @@ class LintCommand(NamedTuple):
     fix: bool = False  # write the fixes into the scripts, then report what remains
     diff: bool = False  # print the fixes as a unified diff instead of the report; write nothing
     unsafe_fixes: bool = False  # apply (or show) the unsafe fixes too
+    quiet: bool = False  # -q: no notes and no progress on stderr (errors, warnings and the report stay)
 
 
 class LintOutcome(NamedTuple):
@@ -233,7 +234,12 @@ def _lint_groups(command: LintCommand, files: tuple[str, ...]) -> tuple[list[Fil
         fail = fail or FAIL_ON[str(table.get("fail_on", "E")).upper()]
         zero = zero or bool(table.get("exit_zero"))
         tasks.extend((path, options, rules) for path in paths if not (path == "-" and stdin_error))
-    results = lint_paths(tasks, stdin, command.jobs or default_jobs(tasks, stdin))
+    from rlpatch.output.api import log_progress
+
+    # A folder's many scripts in a batch log: a done/total line every few seconds (none on a terminal, or -q).
+    with log_progress("rlpatch lint", len(tasks) if len(tasks) > 1 else 0, "files linted", command.quiet) as progress:
+        results = lint_paths(tasks, stdin, command.jobs or default_jobs(tasks, stdin),
+                             None if progress is None else progress.advance)
     if command.skip_non_verl:
         from rlpatch.lint.scope import skip_non_verl
 
@@ -412,14 +418,16 @@ def run_detect(command: DetectCommand) -> DetectOutcome:
 
 
 def detect_report(command: DetectCommand, described: list[dict[str, Any]]) -> str:
-    """JSON (one object for one file, else a list) or the text of each script."""
+    """JSON (for one file its object, else `{"version", "scripts": [...]}`) or the text of each script."""
     from rlpatch.lint.detect import render_text
 
     if command.output_format == "json":
         import json
 
+        from rlpatch.output.api import versioned
+
         single = len(command.files) == 1 and bool(described)
-        return json.dumps(described[0] if single else described, indent=2) + "\n"
+        return json.dumps(versioned(described[0] if single else {"scripts": described}), indent=2) + "\n"
     return "".join(render_text(obj) + "\n" for obj in described)
 
 

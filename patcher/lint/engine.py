@@ -14,7 +14,7 @@ those checking the file the file's. Rules come only from the registry (the `rlNN
 
 import gc
 import os
-from typing import Iterator, NamedTuple, Union
+from typing import Callable, Iterator, NamedTuple, Union
 
 from rlpatch import registry
 from rlpatch.errors import InputError
@@ -269,21 +269,32 @@ def _findings_only(result: FileResult) -> FileResult:
     return FileResult(result.path, result.findings, error=result.error, notes=result.notes)
 
 
-def lint_paths(tasks: list[LintTask], stdin_text: bytes | None = None, jobs: int = 1) -> list[FileResult]:
+Advance = Callable[[int], None]  # told how many more files are done (0: only look at the clock)
+
+
+def lint_paths(tasks: list[LintTask], stdin_text: bytes | None = None, jobs: int = 1,
+               progress: Advance | None = None) -> list[FileResult]:
     """Lint every task, results (findings and errors only) in task order. With `jobs > 1` and
     several tasks, forked workers share the files (like ruff); otherwise, and where fork is
-    unavailable, they run in-process."""
+    unavailable, they run in-process. `progress(n)` is called as files are done."""
     workers = min(jobs, len(tasks))
     with one_invocation():  # the trees read do not change while these files are linted (workers inherit it)
         if workers > 1 and hasattr(os, "fork"):
-            return _lint_forked(tasks, stdin_text, workers)
+            return _lint_forked(tasks, stdin_text, workers, progress)
         # What exists now (the modules, rules, options) outlives the lint: frozen, the collections that
         # the lint's allocations trigger do not walk it (a few ms of a one-script cold start).
         gc.freeze()
         try:
-            return [_findings_only(lint_path(path, options, rules, stdin_text)) for path, options, rules in tasks]
+            return [_one_done(_findings_only(lint_path(path, options, rules, stdin_text)), progress)
+                    for path, options, rules in tasks]
         finally:
             gc.unfreeze()
+
+
+def _one_done(result: FileResult, progress: Advance | None) -> FileResult:
+    if progress is not None:
+        progress(1)
+    return result
 
 
 def task_sizes(tasks: list[LintTask], stdin_text: bytes | None = None) -> list[int]:
@@ -310,10 +321,12 @@ def _shares(tasks: list[LintTask], stdin_text: bytes | None, workers: int) -> li
     return [share for share in shares if share]
 
 
-def _lint_forked(tasks: list[LintTask], stdin_text: bytes | None, workers: int) -> list[FileResult]:
+def _lint_forked(tasks: list[LintTask], stdin_text: bytes | None, workers: int,
+                 progress: Advance | None = None) -> list[FileResult]:
     """Fork one worker per share: it inherits the loaded rules and options (nothing to pickle on
     the way in), lints its files and sends the results back through a pipe in one piece. Cheaper
-    to start than a process pool by far, which matters on a pre-commit hook's few files."""
+    to start than a process pool by far, which matters on a pre-commit hook's few files. With
+    `progress`, each worker also writes one byte per file done to a shared pipe, read before the results."""
     import pickle
     import signal
 
@@ -324,6 +337,7 @@ def _lint_forked(tasks: list[LintTask], stdin_text: bytes | None, workers: int) 
     # What exists now (modules, rules, options) is never garbage: frozen, the workers' collections
     # do not walk it, nor copy its pages (each visit of an inherited object writes to its page).
     gc.freeze()
+    ticks = os.pipe() if progress is not None else None
     try:
         for share in _shares(tasks, stdin_text, workers):
             read_end, write_end = os.pipe()
@@ -333,7 +347,9 @@ def _lint_forked(tasks: list[LintTask], stdin_text: bytes | None, workers: int) 
                 try:
                     os.close(read_end)
                     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-                    done = [(i, _findings_only(lint_path(*tasks[i], stdin_text))) for i in share]
+                    done = [(i, _ticked(_findings_only(lint_path(*tasks[i], stdin_text)), ticks)) for i in share]
+                    if ticks is not None:  # closed before the results go: the parent's count ends at EOF
+                        os.close(ticks[1])
                     with os.fdopen(write_end, "wb") as pipe:
                         pickle.dump(done, pipe, protocol=pickle.HIGHEST_PROTOCOL)
                     status = 0
@@ -341,6 +357,9 @@ def _lint_forked(tasks: list[LintTask], stdin_text: bytes | None, workers: int) 
                     os._exit(status)  # no atexit handlers, no second flush of the parent's buffers
             os.close(write_end)
             children.append((pid, read_end, share))
+        if ticks is not None and progress is not None:
+            os.close(ticks[1])
+            _count_ticks(ticks[0], progress)
         for pid, read_end, _ in children:
             with os.fdopen(read_end, "rb") as pipe:
                 data = pipe.read()
@@ -360,6 +379,30 @@ def _lint_forked(tasks: list[LintTask], stdin_text: bytes | None, workers: int) 
                 pass
         gc.unfreeze()
     return results  # type: ignore[return-value]  # every slot is filled above, or an error was raised
+
+
+def _ticked(result: FileResult, ticks: tuple[int, int] | None) -> FileResult:
+    """In a worker: one byte on the progress pipe for a file done."""
+    if ticks is not None:
+        os.write(ticks[1], b".")
+    return result
+
+
+def _count_ticks(read_end: int, progress: Advance) -> None:
+    """In the parent: the workers' bytes, each a file done, until every worker has closed the pipe;
+    the clock is looked at every second even when no file ends."""
+    import select
+
+    with os.fdopen(read_end, "rb", buffering=0) as pipe:
+        while True:
+            ready, _, _ = select.select([pipe], [], [], 1.0)
+            if not ready:
+                progress(0)
+                continue
+            chunk = pipe.read(4096)
+            if not chunk:
+                return
+            progress(len(chunk))
 
 
 def exit_code(results: list[FileResult], fail_on: str, exit_zero: bool) -> int:

@@ -40,6 +40,7 @@ OPTIONS: dict[str, tuple[str, str, tuple[str, ...], bool]] = {
     "--fix": ("fix", FLAG, (), True),
     "--diff": ("diff", FLAG, (), True),
     "--unsafe-fixes": ("unsafe_fixes", FLAG, (), True),
+    "--quiet": ("quiet", FLAG, (), True),
     "--fail-on": ("fail_on", CHOICE, ("E", "W", "I", "error", "warning", "info"), False),
     "--severity": ("severity", CHOICE, ("error", "warning", "info"), False),
     "--statistics": ("statistics", FLAG, (), True),
@@ -61,7 +62,7 @@ OPTIONS: dict[str, tuple[str, str, tuple[str, ...], bool]] = {
     "--vllm-ascend-root": ("vllm_ascend_root", PATH, (), True),
     "--no-config": ("no_config", FLAG, (), True),
 }
-SHORT = {"-o": "--output-file", "-S": "--severity", "-j": "--jobs"}
+SHORT = {"-o": "--output-file", "-S": "--severity", "-j": "--jobs", "-q": "--quiet"}
 _POSITIVE = re.compile(r"[1-9][0-9]*")  # click's IntRange(min=1) accepts more spellings: those go to click
 
 
@@ -151,9 +152,10 @@ def lint_and_print(command: LintCommand) -> int:
         _say(f"rlpatch lint: warning: {shown(warning)}")
     for error in outcome.errors:
         _say(f"rlpatch: error: {shown(error)}")
-    for note in outcome.notes:  # which verl RL3xx checked against: on most runs with no verl named
-        _say(f"rlpatch lint: {shown(note)}")
+    if not command.quiet:  # -q: the notes go (as ruff's -q), the warnings and errors above stay
+        for note in outcome.notes:  # which verl RL3xx checked against: on most runs with no verl named
+            _say(f"rlpatch lint: {shown(note)}")
     write_report(outcome.report, command.output_file)
-    for note in outcome.fix_notes:
+    for note in () if command.quiet else outcome.fix_notes:
         _say(note)
     return outcome.exit_code

@@ -162,8 +162,11 @@ def report_statistics(results: list[FileResult], out: TextIO, as_json: bool = Fa
     if as_json:
         import json
 
-        json.dump([{"code": code, "severity": summaries.get(code, ("error", ""))[0],
-                    "summary": summaries.get(code, ("", ""))[1], "count": count} for code, count in rows], out, indent=2)
+        from rlpatch.output.api import versioned
+
+        json.dump(versioned({"statistics": [{"code": code, "severity": summaries.get(code, ("error", ""))[0],
+                                             "summary": summaries.get(code, ("", ""))[1], "count": count}
+                                            for code, count in rows]}), out, indent=2)
         out.write("\n")
         return
     width = max((len(str(count)) for _, count in rows), default=1)
@@ -176,7 +179,9 @@ def report_statistics(results: list[FileResult], out: TextIO, as_json: bool = Fa
 def report_json(results: list[FileResult], out: TextIO) -> None:
     import json  # here: the concise output of a pre-commit hook does not need it
 
-    json.dump([finding_dict(f) for f in _findings(results)], out, indent=2)
+    from rlpatch.output.api import versioned
+
+    json.dump(versioned({"findings": [finding_dict(f) for f in _findings(results)]}), out, indent=2)
     out.write("\n")
 
 

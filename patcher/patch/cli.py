@@ -18,7 +18,7 @@ import click
 from rlpatch import registry
 from rlpatch.cluster.api import ray_options
 from rlpatch.errors import EXIT_OK, EXIT_REFUSED, InputError
-from rlpatch.output.api import shown
+from rlpatch.output.api import shown, versioned
 from rlpatch.patch import api
 from rlpatch.patch.engine import RuleReport, set_state
 from rlpatch.patch.rule import PatchRule, Target
@@ -45,7 +45,14 @@ def target_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def format_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    command = quiet_option(command)
     return click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)(command)
+
+
+def quiet_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--quiet", "-q", is_flag=True,
+                        help="Print no notes on stderr (which tree is used, links followed): refusals, errors and "
+                             "the report stay.")(command)
 
 
 def on_cluster(options: dict[str, Any]) -> int | None:
@@ -61,6 +68,24 @@ def say(message: str) -> None:
     click.echo(shown(message), err=True)  # paths inside a tree are its own: one line, no terminal escapes
 
 
+# What -q leaves out: the lines that only inform (the tree an interpreter gave, a note, a link inside a tree
+# followed). Refusals, recovery notices, commits and what a revert kept stay.
+NOTE_PREFIXES = ("note: ", "using ")
+LINK_NOTE_END = "(inside the tree): writing there"
+
+
+def teller(options: dict[str, Any]) -> Callable[[str], None]:
+    """`say`, or with `--quiet` a `say` that drops the notes."""
+    if not options.get("quiet"):
+        return say
+
+    def say_unless_note(message: str) -> None:
+        if not (message.startswith(NOTE_PREFIXES) or message.endswith(LINK_NOTE_END)):
+            say(message)
+
+    return say_unless_note
+
+
 # ---------------------------------------------------------------------------------------------
 # Reporting
 # ---------------------------------------------------------------------------------------------
@@ -69,7 +94,7 @@ def say(message: str) -> None:
 def print_reports(reports: Sequence[RuleReport], targets: Sequence[Target], output_format: str,
                   rules: Sequence[PatchRule] = ()) -> None:
     if output_format == "json":
-        click.echo(json.dumps(api.payload(reports, targets, rules), indent=2))
+        click.echo(json.dumps(versioned(api.payload(reports, targets, rules)), indent=2))
         return
     for target in targets:
         click.echo(f"{target.package} {target.version_text} at {target.root} ({target.origin})")
@@ -111,7 +136,7 @@ def options_of(kind: type[Options], options: dict[str, Any], **renamed: str) -> 
     return kind(**{f.name: options[renamed.get(f.name, f.name)] for f in fields(kind)})
 
 
-def _setup(options: api.TargetOptions, output_format: str) -> api.Selection:
+def _setup(options: api.TargetOptions, output_format: str, say: Callable[[str], None] = say) -> api.Selection:
     selection = api.select(options, say)
     if output_format != "json":
         for target in selection.targets:
@@ -130,8 +155,8 @@ def apply_cmd(**options: Any) -> int:
     """Apply the selected patch rules, all or nothing."""
     if (code := on_cluster(options)) is not None:
         return code
-    wanted = options_of(api.ApplyOptions, options, commit="make_commit")
-    rules, targets = _setup(wanted, options["output_format"])
+    wanted, say = options_of(api.ApplyOptions, options, commit="make_commit"), teller(options)
+    rules, targets = _setup(wanted, options["output_format"], say)
     result = api.apply(targets, rules, wanted, say)
     for report in result.refusals:
         print_refusal(report)
@@ -151,7 +176,8 @@ def apply_cmd(**options: Any) -> int:
 def _verify(options: dict[str, Any], *, always_zero: bool) -> int:
     if (code := on_cluster(options)) is not None:
         return code
-    rules, targets = _setup(options_of(api.TargetOptions, options), options["output_format"])
+    say = teller(options)
+    rules, targets = _setup(options_of(api.TargetOptions, options), options["output_format"], say)
     result = api.verify(targets, rules, say)
     print_reports(result.reports, targets, options["output_format"], rules)
     if options["output_format"] != "json":
@@ -190,7 +216,8 @@ def revert_cmd(**options: Any) -> int:
     """Take the selected rules out of the trees, restoring files byte for byte."""
     if (code := on_cluster(options)) is not None:
         return code
-    rules, targets = _setup(options_of(api.TargetOptions, options), options["output_format"])
+    say = teller(options)
+    rules, targets = _setup(options_of(api.TargetOptions, options), options["output_format"], say)
     result = api.revert(targets, rules, say)
     for report in result.refusals:
         print_refusal(report)
@@ -207,11 +234,13 @@ def revert_cmd(**options: Any) -> int:
 
 @click.command("diff")
 @target_options
+@quiet_option
 def diff_cmd(**options: Any) -> int:
     """Print the unified diff that apply would write (paths relative to each root); write nothing."""
     from rlpatch.patch.difftext import unified_diff
 
-    rules, targets = _setup(options_of(api.TargetOptions, options), "text")
+    say = teller(options)
+    rules, targets = _setup(options_of(api.TargetOptions, options), "text", say)
     result = api.diff(targets, rules, say)
     for report in result.refusals:
         print_refusal(report)
@@ -251,7 +280,7 @@ def rules_cmd(rule_id: str | None, output_format: str) -> int:
         if rule_id is None or rule.id == rule_id
     ]
     if output_format == "json":
-        click.echo(json.dumps(rows, indent=2))
+        click.echo(json.dumps(versioned({"rules": rows}), indent=2))
         return EXIT_OK
     for row in rows:
         click.echo(f"{row['id']}  [{row['package']}; {', '.join(row['modes'])}; {row['versions']}]")
