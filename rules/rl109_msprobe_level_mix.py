@@ -50,6 +50,8 @@ class MsprobeLevelMix(LintRule):
     VALID = [
         Case(_RUN, files={"dump.json": '{"dump_path": "/tmp/d", "level": "mix"}\n'}),
         Case(_RUN, files={"dump.json": '{"dump_path": "/tmp/d", "level": "L1"}\n'}, options={"allow_level": ["L1"]}),
+        Case(_RUN, files={"dump.json": '{"dump_path": "/tmp/d", "level": ["L1"]}\n'},
+             note="a level that is no string at all is RL502's (a wrong value), not a level to choose"),
         Case(_RUN, files={"dump.json": '{"dump_path": "/tmp/d", "level": "L0"}\n'}, options=_C,
              note="consistency: the level msprobe compare --consistent_check can compare"),
     ]
@@ -70,6 +72,8 @@ class MsprobeLevelMix(LintRule):
         wanted = "L0" if consistency else "mix"
         for _role, span, path, data, text in msprobe_configs(ctx):
             level = data.get("level")
+            if level is not None and not isinstance(level, str):
+                continue  # not a level at all (a list, a number): RL502 reports the value
             if level == wanted or (level is not None and str(level) in ctx.options.allow_level):
                 continue
             at = ctx.json_position(path, text, "level")

@@ -92,7 +92,7 @@ def test_new_script_lints_without_errors(tmp_path: Path) -> None:
     root = stub_verl(tmp_path, "0.9.1")
     assert _gen(folder, "megatron_vllm", "consistency", root).exit_code == 0
     result = run_cli("lint", "--format", "json", "--verl-root", str(root), str(folder / "megatron_vllm.consistency-dump.sh"))
-    errors = [f for f in json.loads(result.stdout) if f["severity"] == "error"
+    errors = [f for f in json.loads(result.stdout)["findings"] if f["severity"] == "error"
               and f["code"] not in ("RL605", "RL607")]
     assert errors == []
 
@@ -150,7 +150,7 @@ def test_json_output_shape(tmp_path: Path) -> None:
     result = _gen(folder, "legacy_07", "consistency", stub_verl(tmp_path, "0.7.1"), "--format", "json")
     assert written(result), result.stderr
     data = json.loads(result.stdout)
-    assert list(data) == ["script", "configs", "mode", "backends", "versions", "overrides", "env", "findings",
+    assert list(data) == ["version", "script", "configs", "mode", "backends", "versions", "overrides", "env", "findings",
                           "next_steps", "dumps", "after_run"]
     assert data["mode"] == "consistency" and data["versions"]["verl"] == "0.7.1" and len(data["configs"]) == 2
     assert all(set(o) == {"key", "value", "why", "replaces"} for o in data["overrides"])

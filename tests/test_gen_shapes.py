@@ -33,7 +33,7 @@ def test_megatron_lora_cp2_is_written_with_every_dimension_aligned(tmp_path: Pat
                 megatron.context_parallel_size, megatron.expert_tensor_parallel_size) == (8, 1, 1, 8), role
     assert OmegaConf.select(config, f"{AR}.rollout.tensor_model_parallel_size") == 8
     lint = run_cli("lint", "--format", "json", "--verl-version", "0.9.1", str(new))
-    errors = [f for f in json.loads(lint.stdout) if f["severity"] == "error" and f["code"] not in ("RL605", "RL607")]
+    errors = [f for f in json.loads(lint.stdout)["findings"] if f["severity"] == "error" and f["code"] not in ("RL605", "RL607")]
     assert errors == [], errors
 
 
@@ -80,7 +80,7 @@ def test_fsdp_tp8_big_batch_keeps_the_users_tp_and_batch(tmp_path: Path) -> None
                "data.max_response_length": 1, f"{AR}.rollout.enforce_eager": True, "trainer.total_training_steps": 1}
     assert {key: OmegaConf.select(config, key) for key in changed} == changed
     lint = run_cli("lint", "--format", "json", "--verl-version", "0.9.1", str(new))
-    errors = [f for f in json.loads(lint.stdout) if f["severity"] == "error" and f["code"] not in ("RL605", "RL607")]
+    errors = [f for f in json.loads(lint.stdout)["findings"] if f["severity"] == "error" and f["code"] not in ("RL605", "RL607")]
     assert errors == [], errors
 
 

@@ -229,7 +229,7 @@ def test_training_config_lints_clean_alone(tmp_path: Path) -> None:
     assert "dump_path" not in json.loads(config.read_text())
     result = run_cli("lint", "--format", "json", str(config))
     assert result.exit_code == 0, result.stdout
-    findings = json.loads(result.stdout)
+    findings = json.loads(result.stdout)["findings"]
     assert [(f["code"], f["severity"]) for f in findings] == [("RL504", "info")]
     assert "precision_debugger" in findings[0]["message"]
 

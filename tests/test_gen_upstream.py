@@ -56,7 +56,7 @@ def test_received_overrides_compose_on_the_real_config(tmp_path: Path, fixture, 
         if shape.get("megatron"):
             assert OmegaConf.select(config, "actor_rollout_ref.actor.strategy") == "megatron"
     lint = run_cli("lint", "--format", "json", "--verl-version", verl, str(new))
-    errors = [f for f in json.loads(lint.stdout) if f["severity"] == "error"]
+    errors = [f for f in json.loads(lint.stdout)["findings"] if f["severity"] == "error"]
     assert errors == [], errors
 
 

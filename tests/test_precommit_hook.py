@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shlex
 import shutil
@@ -116,7 +117,7 @@ def test_skip_non_verl_keeps_verl_scripts_and_plain_lint_unchanged(sample_repo: 
     assert "install.sh" not in hook_run.stdout
     alone = subprocess.run(lint + ["--skip-non-verl", "--format", "json", "-"], input=INSTALL, cwd=sample_repo,
                            capture_output=True, text=True, timeout=60)
-    assert (alone.returncode, alone.stdout) == (0, "[]\n")
+    assert (alone.returncode, json.loads(alone.stdout)) == (0, {"version": 1, "findings": []})
 
 
 @pytest.mark.parametrize("text, verl", [

@@ -208,7 +208,8 @@ def _merge_related(findings: list[Finding]) -> list[Finding]:
     """One finding per place: two paths of a wrapper that reach the same problem at the same place
     with different related positions give one finding with the related positions of both."""
     merged: dict[tuple, Finding] = {}
-    for finding in sorted(findings, key=Finding.sort_key):
+    # Related positions break ties: the merged order is the same on every run (the findings come from a set).
+    for finding in sorted(findings, key=lambda f: (Finding.sort_key(f), f.related)):
         key = (finding.code, finding.severity, finding.message, finding.span)
         prior = merged.get(key)
         if prior is None:

@@ -98,7 +98,9 @@ class TargetOption(NamedTuple):
         """The click decorator of this option (click is imported by the command lines only)."""
         import click
 
-        return click.option(self.flag, self.dest, metavar=self.metavar, help=self.help(default, use))
+        # A tree is a path (the quick lint reader and shell completion take it as one); `--python` is a command prefix.
+        kind = click.Path() if self.metavar == "DIR" else None
+        return click.option(self.flag, self.dest, type=kind, metavar=self.metavar, help=self.help(default, use))
 
 
 # The target options, as `apply`, `verify`, `lint`, `gen`, `doctor` and `dumps` declare them.
