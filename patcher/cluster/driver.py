@@ -162,10 +162,12 @@ def wait_all(ray: Any, refs: list[Any], timeout: float, label: str, quiet: bool 
             left = deadline - time.monotonic()
             if left <= 0:
                 break
-            ready, pending = ray.wait(pending, num_returns=len(pending),
-                                      timeout=min(left, step if step is not None else max(progress.interval, 0.1)))
+            this = min(left, step if step is not None else max(progress.interval, 0.1))
+            ready, pending = ray.wait(pending, num_returns=len(pending), timeout=this)
             done.update(ready)
             progress.advance(len(ready))
+            if this >= left:  # that was the last round the timeout allows
+                break
         return done
 
 
