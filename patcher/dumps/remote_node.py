@@ -34,14 +34,9 @@ def node_path(path: str) -> str:
 def interpreter(python: str | None) -> list[str]:
     """The `--python` argv on this node (default: the interpreter running the task); InputError when
     it is not found here."""
-    from rlpatch.upstream.api import absent_program, interpreter_argv
+    from rlpatch.upstream.api import require_interpreter
 
-    if not python:
-        return [sys.executable]
-    argv = list(interpreter_argv(python))
-    if absent_program(argv) is not None:
-        raise InputError(f"--python {python}: no such interpreter on this node")
-    return argv
+    return list(require_interpreter(python, where=" on this node")) if python else [sys.executable]
 
 
 def msprobe_version(python: str | None) -> tuple[str | None, str | None]:

@@ -89,10 +89,14 @@ class Reference:
     @property
     def from_env(self) -> bool:
         """Whether an env var names the file (else an override)."""
-        return self.what == ACTOR_CONFIG_ENV or self.what.startswith(SGLANG_CONFIG_ENV_PREFIX)
+        return _names_a_config(self.what)
 
     def __repr__(self) -> str:
         return f"Reference({self.role!r}, {self.what!r}, {self.text!r})"
+
+
+def _names_a_config(env_var: str) -> bool:
+    return env_var == ACTOR_CONFIG_ENV or env_var.startswith(SGLANG_CONFIG_ENV_PREFIX)
 
 
 def references(run: Run) -> list[Reference]:
@@ -104,7 +108,7 @@ def references(run: Run) -> list[Reference]:
         if setting.is_set and setting.known and not setting.is_null() and setting.value:
             found.append(Reference(role, key, setting.value.strip(), setting.span))
     for name, var in sorted(run.env.items()):
-        if var.text and (name == ACTOR_CONFIG_ENV or name.startswith(SGLANG_CONFIG_ENV_PREFIX)):
+        if var.text and _names_a_config(name):
             found.append(Reference("actor" if name == ACTOR_CONFIG_ENV else "inference", name, var.text.strip(),
                                    var.span))
     return found

@@ -6,7 +6,8 @@ one script run inside a target interpreter, for the linter, the patch commands a
 patch command acts on (`targets`: `Target`, `Package`, `imported_target`) and the run-time switches
 rlpatch's patches add to a tree (`switches`: read by the inserted code and by the linter
 alike). Everything here is plain data about upstream trees; it imports nothing but the standard library,
-`rlpatch.errors` and the root package's lazy door (`rlpatch.lazy_getattr`), so every wing may depend on it.
+`rlpatch.errors`, the root package's lazy door (`rlpatch.lazy_getattr`) and the output wing's durable
+write (for its caches), so every wing but `output` may depend on it.
 """
 
-MAY_IMPORT: tuple[str, ...] = ("errors",)
+MAY_IMPORT: tuple[str, ...] = ("errors", "output")

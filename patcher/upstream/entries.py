@@ -239,21 +239,17 @@ def _read_memo(memo: str, stamp: list[object]) -> EntryModule | None:
 
 
 def _write_memo(memo: str, stamp: list[object], module: EntryModule) -> None:
-    """Through a temporary file and a rename: a concurrent reader never sees half a memo; a cache that
-    cannot be written only costs the next lint the parse."""
+    """Written whole or not at all (a concurrent reader never sees half a memo); a cache that cannot be
+    written only costs the next lint the parse."""
     import json
 
-    temporary = f"{memo}.{os.getpid()}.tmp"
+    from rlpatch.output.api import atomic_write  # a cache miss only: a warm lint writes nothing
+
+    data = {"stamp": stamp, "module": [module.own_trainer, module.runs, module.hydra_main]}
     try:
-        os.makedirs(os.path.dirname(memo), exist_ok=True)
-        with open(temporary, "w", encoding="utf-8") as handle:
-            json.dump({"stamp": stamp, "module": [module.own_trainer, module.runs, module.hydra_main]}, handle)
-        os.replace(temporary, memo)
+        atomic_write(memo, json.dumps(data).encode("utf-8"), follow_link=False)
     except OSError:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
+        pass
 
 
 def _parse_entry_module(path: str) -> EntryModule:

@@ -45,11 +45,12 @@ def absent_program(argv: Sequence[str], path: str | None = None) -> str | None:
     return None if shutil.which(program, path=path) else program
 
 
-def require_interpreter(text: str, option: str = "--python") -> tuple[str, ...]:
-    """`interpreter_argv`, refusing a program this machine does not have (for commands that run it now)."""
+def require_interpreter(text: str, option: str = "--python", where: str = "") -> tuple[str, ...]:
+    """`interpreter_argv`, refusing a program this machine does not have (for commands that run it now);
+    `where` names the machine in the message (a Ray node: " on this node")."""
     argv = interpreter_argv(text, option)
     if absent_program(argv) is not None:
-        raise InputError(f"{option} {text}: no such interpreter")
+        raise InputError(f"{option} {text}: no such interpreter{where}")
     return argv
 
 
