@@ -215,6 +215,16 @@ def test_install_uses_the_targets_pip_then_checks_again(venv):
     assert "msprobe import: OK" in result.stdout
 
 
+def test_install_quiet_says_only_that_pip_failed(venv):
+    failing_pip = {"pip/__init__.py": "", "pip/__main__.py": "print('ERROR: no such distribution')\nraise SystemExit(3)\n"}
+    python = venv("failing", failing_pip, STAND_IN_TORCH)
+    loud = doctor("--python", str(python), "--install")
+    assert loud.stderr.startswith("installing: ") and "  pip: ERROR: no such distribution\n" in loud.stderr
+    quiet = doctor("--python", str(python), "--install", "-q")
+    assert quiet.stderr == "--install: pip exited 3\n"
+    assert (quiet.exit_code, quiet.stdout) == (loud.exit_code, loud.stdout)
+
+
 # --- bad input: one line, exit 2, nothing on stdout ---------------------------------------------
 
 

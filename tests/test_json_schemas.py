@@ -242,3 +242,16 @@ def test_a_ray_fan_out_in_a_batch_log(monkeypatch: pytest.MonkeyPatch, capsys: p
         "rlpatch verify --ray: 3/3 node(s) answered")
     assert wait_all(Ray(), ["n1", "n2", "n3"], 60, "x", quiet=True) == {"n1"}  # one wait: all it gives
     assert capsys.readouterr().err == ""
+
+
+def test_quiet_leaves_out_notes_by_kind_never_by_text(capsys: pytest.CaptureFixture[str]) -> None:
+    """A line that reads like a note (a request id from the dumps can say anything) stays under -q; only
+    the lines made as notes go."""
+    from rlpatch.dumps.api import Summary
+    from rlpatch.dumps.cli import _emit
+    from rlpatch.output.api import Note
+
+    lines = ["note: r1: train step1 rank0 <-> infer pid 7 step1 rank0", Note("note: a real note"),
+             "reused 3: a request id", Note("reused 2 of 4 pair(s): ...")]
+    assert _emit(Summary({}, lines, 0), "text", quiet=True) == 0
+    assert capsys.readouterr().out.splitlines() == [lines[0], lines[2]]

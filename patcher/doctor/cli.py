@@ -8,7 +8,7 @@ runs (`<target> -m pip install mindstudio-probe`, never the `pip` on PATH) and t
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from typing import Any
 
 import click
 
@@ -20,13 +20,12 @@ from rlpatch.output.api import shown, versioned
 from rlpatch.upstream.api import TARGET_OPTIONS
 
 
-def _teller(quiet: bool) -> Callable[[str], None]:
-    """What --install says on stderr; with -q only that pip failed (what it ran and pip's lines go)."""
-    def say(message: str) -> None:
-        if not quiet or message.startswith("--install: pip exited"):
-            click.echo(shown(message), err=True)
+def _on_stderr(message: str) -> None:
+    click.echo(shown(message), err=True)
 
-    return say
+
+def _silent(message: str) -> None:
+    pass
 
 
 @click.command("doctor")
@@ -66,7 +65,8 @@ def doctor_cmd(**options: Any) -> int:
     script = read_script(told.script, given_env) if told.script else None
     report = examine(told, script)
     if told.install:
-        report = install(told, script, report, _teller(options["quiet"]))
+        # What --install does goes to stderr, unless -q; that pip failed always does.
+        report = install(told, script, report, _silent if options["quiet"] else _on_stderr, _on_stderr)
     if told.output_format == "json":
         click.echo(json.dumps(versioned(report), indent=2))
     else:

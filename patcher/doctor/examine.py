@@ -163,8 +163,9 @@ def driver_verdicts(script: ScriptFacts, workers_found: dict[str, Any], deadline
 
 
 def install(options: DoctorOptions, script: ScriptFacts | None, report: dict[str, Any],
-            say: Callable[[str], None]) -> dict[str, Any]:
-    """`<target> -m pip install mindstudio-probe` when msprobe is missing, said first; then check again."""
+            say: Callable[[str], None], warn: Callable[[str], None]) -> dict[str, Any]:
+    """`<target> -m pip install mindstudio-probe` when msprobe is missing, said first; then check again.
+    `say` tells what is done (what runs, pip's last lines); `warn` that pip failed."""
     target = target_of(options, script)
     if report["msprobe_import"].get("cause") != "msprobe":
         say(f"--install: mindstudio-probe is already installed for {target.display}; nothing installed")
@@ -176,7 +177,7 @@ def install(options: DoctorOptions, script: ScriptFacts | None, report: dict[str
     for line in done.stdout.splitlines()[-5:]:
         say(f"  pip: {line}")
     if done.returncode != 0:
-        say(f"--install: pip exited {done.returncode}")
+        warn(f"--install: pip exited {done.returncode}")
     return examine(options, script)
 
 

@@ -22,7 +22,7 @@ from rlpatch.dumps.layout import scan
 from rlpatch.dumps.options import CheckOptions, CompareOptions, PairOptions, ReportOptions
 from rlpatch.dumps.text import check_lines, compare_lines, pair_lines
 from rlpatch.errors import InputError
-from rlpatch.output.api import refuse_links
+from rlpatch.output.api import Note, refuse_links
 
 if TYPE_CHECKING:
     from rlpatch.dumps.compare import PairResult
@@ -220,8 +220,8 @@ def _keep(results: list[PairResult], keys: list[tuple[dict[str, Any], str]], out
 def _reuse_lines(reused: int, total: int) -> list[str]:
     if not reused:
         return []
-    return [f"reused {reused} of {total} pair(s): their stored results are current (same dumps, same msprobe); "
-            "--force compares them again"]
+    return [Note(f"reused {reused} of {total} pair(s): their stored results are current (same dumps, same msprobe); "
+                 "--force compares them again")]
 
 
 def _compare_on_cluster(options: CompareOptions, address: str) -> Comparison:

@@ -28,7 +28,7 @@ from rlpatch.dumps.api import (
 )
 from rlpatch.dumps.command import BACKENDS, DEFAULT_OUT
 from rlpatch.dumps.options import RAY_TIMEOUT_S
-from rlpatch.output.api import log_progress, progress_wanted, shown_lines, versioned
+from rlpatch.output.api import Note, log_progress, progress_wanted, shown_lines, versioned
 from rlpatch.upstream.api import TARGET_OPTIONS
 
 FORMATS = click.Choice(["text", "json"])
@@ -37,22 +37,14 @@ RAY_HELP = ("Compare each pair on the node of this Ray cluster whose disk holds 
 
 
 QUIET_HELP = "Print no progress and no notes (`note:` lines, reused pairs, links followed): results and errors stay."
-# The lines of a text answer that only inform: -q leaves them out (the JSON keeps its `notes`).
-NOTE_STARTS = ("note: ", "reused ")
-NOTE_ENDS = ("(inside the tree): writing there",)
-
-
-def _is_note(line: str) -> bool:
-    return line.lstrip().startswith(NOTE_STARTS) or line.endswith(NOTE_ENDS)
-
-
 def _emit(summary: Summary, fmt: str, quiet: bool = False) -> int:
     """Print the answer as asked; its exit code."""
     if fmt == "json":
         sys.stdout.write(json.dumps(versioned(summary.data), indent=2) + "\n")
     else:
         # Request ids, module names and paths come from the dumps: escaped, they cannot forge a line.
-        lines = [line for line in summary.lines if not (quiet and _is_note(line))]
+        # -q leaves out the lines that only inform (the JSON keeps its `notes`).
+        lines = [line for line in summary.lines if not (quiet and isinstance(line, Note))]
         sys.stdout.write("".join(line + "\n" for line in shown_lines(lines)))
     return summary.exit_code
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+from rlpatch.output.api import Note
+
 
 def rank_list(ranks: list[int]) -> str:
     """Ranks as `dumps check` prints them, runs of three or more folded: `0-7, 9`."""
@@ -30,7 +32,7 @@ def check_lines(directory: str, report: dict[str, Any], failed: bool) -> list[st
         lines.append(f"  {where}: ranks {ranks}{expected}")
         lines.extend(f"    problem: {problem}" for problem in step["problems"])
     lines.extend(f"  problem: {problem}" for problem in report["problems"])
-    lines.extend(f"  note: {note}" for note in report["notes"])
+    lines.extend(Note(f"  note: {note}") for note in report["notes"])
     lines.append("no problem found" if not failed else "problems found")
     return lines
 
@@ -45,7 +47,7 @@ def pair_lines(data: dict[str, Any]) -> list[str]:
         lines.append(f"  {shlex.join(pair['command'])}")
     lines.extend(f"unpaired ({u['side']}) {u['request_id']}: {u['why']}" for u in data["unpaired"])
     lines.extend(f"problem: {problem}" for problem in data["problems"])
-    lines.extend(f"note: {note}" for note in data["notes"])
+    lines.extend(Note(f"note: {note}") for note in data["notes"])
     lines.append(f"{len(data['pairs'])} pair(s), {len(data['unpaired'])} unpaired")
     return lines
 

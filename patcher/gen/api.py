@@ -116,11 +116,12 @@ class GenResult:
             "after_run": next_.after,
         }
 
-    def text(self) -> str:
-        """The text report: what was written, the diff and configs for --dry-run, notes, findings, next steps."""
-        return "".join(self._text_parts())
+    def text(self, notes: bool = True) -> str:
+        """The text report: what was written, the diff and configs for --dry-run, notes, findings, next
+        steps; without `notes` (-q), the notes that are not warnings are left out."""
+        return "".join(self._text_parts(notes))
 
-    def _text_parts(self) -> list[str]:
+    def _text_parts(self, notes: bool = True) -> list[str]:
         run, dry_run, new_path = self.generated.run, self.options.dry_run, self.new_path
         verb = "would write" if dry_run else "wrote"
         parts = [f"rlpatch gen: {verb} {new_path} ({self.request.mode} mode, verl {self.targets.verl}"
@@ -133,7 +134,7 @@ class GenResult:
                 parts.append(f"{verb} {path}\n")
                 if dry_run:
                     parts.append(text)
-        parts.extend(f"note: {note}\n" for note in self.generated.notes)
+        parts.extend(f"note: {note}\n" for note in self.generated.notes if notes or note.startswith("warning:"))
         for finding in self.findings:
             expected = " (expected until the apply step below)" if finding.code in BEFORE_APPLY else ""
             parts.append(f"{finding.span}: {finding.code} {finding.message}{expected}\n")

@@ -59,11 +59,6 @@ def gen_cmd(ctx: click.Context, fmt: str, quiet: bool, **given: Any) -> int:
     elif fmt == "json":
         click.echo(json.dumps(versioned(result.as_json()), indent=2))
     else:
-        click.echo(_without_notes(result.text()) if quiet else result.text(), nl=False)
+        click.echo(result.text(notes=not quiet), nl=False)
     return result.exit_code
 
-
-def _without_notes(text: str) -> str:
-    """The text report less its `note:` lines (a note that is a warning stays)."""
-    return "".join(line for line in text.splitlines(keepends=True)
-                   if not line.startswith("note: ") or line.startswith("note: warning:"))

@@ -12,6 +12,7 @@
 - `write_output(path, text)`: an output file the user named, replacing a link instead of writing
   through it; `open_new_log(path)`: a log opened without following a link;
 - `shown(text)`, `shown_lines(lines)`: untrusted text escaped for a terminal (text formats only);
+  `Note`, a message marked as only informing where it is made (`-q` leaves it out);
 - `log_progress(label, total, unit, quiet)`, `Progress`, `progress_wanted(quiet)`: `done/total` lines on a
   stderr that is no terminal (a batch log), every `RLPATCH_PROGRESS_INTERVAL` seconds (`progress`);
 - `versioned(document)`, `JSON_VERSION`: the format `version` every JSON document of rlpatch carries (`formats`).
@@ -22,7 +23,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rlpatch import lazy_getattr
-from rlpatch.output.printable import shown, shown_lines
+from rlpatch.output.printable import Note, shown, shown_lines
 
 if TYPE_CHECKING:  # the type checker sees every name; at run time the writers load on first use
     from rlpatch.output.durable import (
@@ -58,7 +59,7 @@ _LAZY: dict[str, str] = {
 __getattr__ = lazy_getattr(globals(), _LAZY)
 
 
-__all__ = ["JSON_VERSION", "TEMPORARY_SUFFIX", "LinkInside", "Progress", "atomic_text", "atomic_write", "discard", "fsync_dir",
+__all__ = ["JSON_VERSION", "TEMPORARY_SUFFIX", "LinkInside", "Note", "Progress", "atomic_text", "atomic_write", "discard", "fsync_dir",
            "is_inside", "links_on_the_way", "log_progress", "move_over", "open_new_log", "progress_wanted", "publish",
            "refuse_links", "remove_temporaries", "remove_temporaries_in", "shown", "shown_lines", "stage", "versioned",
            "write_output"]

@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass
 
 from rlpatch.errors import InputError
+from rlpatch.output.printable import Note
 
 
 @dataclass(frozen=True)
@@ -21,8 +22,8 @@ class LinkInside:
     link: str
     target: str
 
-    def note(self) -> str:
-        return f"{self.link} is a symbolic link to {self.target} (inside the tree): writing there"
+    def note(self) -> Note:
+        return Note(f"{self.link} is a symbolic link to {self.target} (inside the tree): writing there")
 
 
 def is_inside(path: str, root: str) -> bool:

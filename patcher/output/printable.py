@@ -21,6 +21,12 @@ def _escape(match: re.Match[str]) -> str:
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
+class Note(str):
+    """A message that only informs (which tree is used, a link followed inside a tree, a `note:`):
+    `-q` leaves it out. Marked where it is made, so that quiet never judges a line by its text (a
+    request id or a path can read like anything)."""
+
+
 def shown(text: str) -> str:
     """`text` with every character that could break a line or reach the terminal escaped."""
     return _UNSAFE.sub(_escape, text)

@@ -18,7 +18,7 @@ import click
 from rlpatch import registry
 from rlpatch.cluster.api import ray_options
 from rlpatch.errors import EXIT_OK, EXIT_REFUSED, InputError
-from rlpatch.output.api import shown, versioned
+from rlpatch.output.api import Note, shown, versioned
 from rlpatch.patch import api
 from rlpatch.patch.engine import RuleReport, set_state
 from rlpatch.patch.rule import PatchRule, Target
@@ -68,19 +68,15 @@ def say(message: str) -> None:
     click.echo(shown(message), err=True)  # paths inside a tree are its own: one line, no terminal escapes
 
 
-# What -q leaves out: the lines that only inform (the tree an interpreter gave, a note, a link inside a tree
-# followed). Refusals, recovery notices, commits and what a revert kept stay.
-NOTE_PREFIXES = ("note: ", "using ")
-LINK_NOTE_END = "(inside the tree): writing there"
-
-
 def teller(options: dict[str, Any]) -> Callable[[str], None]:
-    """`say`, or with `--quiet` a `say` that drops the notes."""
+    """`say`, or with `--quiet` a `say` that drops the notes (the tree an interpreter gave, a note, a link
+    inside a tree followed: each made a `Note`). Refusals, recovery notices, commits and what a revert
+    kept stay."""
     if not options.get("quiet"):
         return say
 
     def say_unless_note(message: str) -> None:
-        if not (message.startswith(NOTE_PREFIXES) or message.endswith(LINK_NOTE_END)):
+        if not isinstance(message, Note):
             say(message)
 
     return say_unless_note
@@ -141,7 +137,7 @@ def _setup(options: api.TargetOptions, output_format: str, say: Callable[[str], 
     if output_format != "json":
         for target in selection.targets:
             if target.origin.startswith("imported"):
-                say(f"using {target.package} {target.version_text} at {target.root} ({target.origin})")
+                say(Note(f"using {target.package} {target.version_text} at {target.root} ({target.origin})"))
     return selection
 
 
@@ -184,8 +180,9 @@ def _verify(options: dict[str, Any], *, always_zero: bool) -> int:
         for target in result.not_applicable_targets():
             say(f"not applied: no selected rule applies to {target.package} {target.version_text} at {target.root}")
         for missing in result.unchecked():
-            say(f"note: the selected set also has {', '.join(missing['rules'])} for {missing['package']}, and no "
-                f"{missing['package']} tree was checked: give {OPTION_OF[missing['package']]} to check it (incomplete set)")
+            say(Note(f"note: the selected set also has {', '.join(missing['rules'])} for {missing['package']}, and no "
+                     f"{missing['package']} tree was checked: give {OPTION_OF[missing['package']]} to check it "
+                     "(incomplete set)"))
     return EXIT_OK if always_zero or result.in_place() else EXIT_REFUSED
 
 

@@ -7,6 +7,7 @@ from typing import NamedTuple, Sequence
 
 from rlpatch import registry
 from rlpatch.errors import InputError
+from rlpatch.output.api import Note
 from rlpatch.patch.options import Say, TargetOptions, silent
 from rlpatch.patch.rule import PatchRule, Target
 from rlpatch.upstream.api import OPTION_OF, Package, imported_target, target_for_root
@@ -52,7 +53,7 @@ def resolve_targets(options: TargetOptions, rules: Sequence[PatchRule], say: Say
         targets = [target_for_root(package, path) for package, path in given.items() if path]
         for target in targets:
             if target.package not in packages:
-                say(f"note: no selected rule patches {target.package}; {OPTION_OF[target.package]} ignored")
+                say(Note(f"note: no selected rule patches {target.package}; {OPTION_OF[target.package]} ignored"))
         return [target for target in targets if target.package in packages]
     targets = []
     for package in packages:
